@@ -1,0 +1,170 @@
+// The one-sided fabric: the layer everything in rkv stands on.
+//
+// A Fabric is one node's NIC: it registers memory (so that peers may READ,
+// WRITE and CAS it without this node's CPU) and opens reliable-connected
+// queue pairs to other nodes. Two backends implement it: `verbs` (rdma-core
+// with librdmacm, on RDMA hardware) and `soft` (a virtual NIC over TCP, or
+// in-process under a deterministic scheduler). Code above this header never
+// learns which one it runs on.
+//
+// Lifetimes: a MemoryRegion, Listener or QueuePair may outlive the Fabric
+// that made it; each keeps what it needs alive.
+#ifndef RKV_COMMON_FABRIC_FABRIC_H_
+#define RKV_COMMON_FABRIC_FABRIC_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "common/fabric/types.h"
+
+namespace rkv::fabric {
+
+class SimNetwork;
+
+// Registered memory. Destroying it deregisters: afterwards remote requests
+// naming its rkey fail with kRemoteAccessError.
+class MemoryRegion {
+ public:
+  virtual ~MemoryRegion() = default;
+  MemoryRegion(const MemoryRegion&) = delete;
+  MemoryRegion& operator=(const MemoryRegion&) = delete;
+
+  void* addr() const { return addr_; }
+  size_t length() const { return length_; }
+  uint32_t lkey() const { return lkey_; }
+  uint32_t rkey() const { return rkey_; }
+  uint32_t access() const { return access_; }
+  // The address remote peers use for byte 0 of the region.
+  uint64_t remote_base() const { return reinterpret_cast<uintptr_t>(addr_); }
+
+ protected:
+  MemoryRegion(void* addr, size_t length, uint32_t lkey, uint32_t rkey, uint32_t access)
+      : addr_(addr), length_(length), lkey_(lkey), rkey_(rkey), access_(access) {}
+
+ private:
+  void* addr_;
+  size_t length_;
+  uint32_t lkey_;
+  uint32_t rkey_;
+  uint32_t access_;
+};
+
+// A reliable-connected queue pair to one remote node. Thread-safe.
+class QueuePair {
+ public:
+  virtual ~QueuePair() = default;
+
+  // Posts a batch of work requests with one doorbell. Requests execute at
+  // the target in order; nothing is ordered across queue pairs. A returned
+  // error means nothing was posted: InvalidArgument for a malformed request,
+  // ResourceExhausted when the send queue lacks room for the whole batch.
+  // In the error state posts succeed and every request completes kFlushed.
+  virtual absl::Status Post(absl::Span<const WorkRequest> batch) = 0;
+
+  // Moves up to out.size() completions into `out` without blocking.
+  virtual size_t Poll(absl::Span<Completion> out) = 0;
+
+  // Like Poll, but waits up to `timeout` for at least one completion.
+  virtual size_t Wait(absl::Span<Completion> out, absl::Duration timeout) = 0;
+
+  // True once an error completion has been generated; the queue pair never
+  // leaves that state (open a new one).
+  virtual bool in_error() const = 0;
+
+  virtual QueuePairCounters counters() const = 0;
+  virtual QueuePairLimits limits() const = 0;
+};
+
+// Accepts queue pairs from remote nodes. Destroying it closes the
+// connections it accepted: their peers see kRetryExceeded.
+class Listener {
+ public:
+  virtual ~Listener() = default;
+  // The address peers connect to (the bound port when 0 was asked for).
+  virtual Endpoint endpoint() const = 0;
+};
+
+enum class FabricKind { kAuto, kVerbs, kSoft };
+const char* FabricKindName(FabricKind kind);
+// Parses "auto", "verbs" or "soft".
+absl::StatusOr<FabricKind> ParseFabricKind(absl::string_view text);
+
+// Faults the soft fabric injects into requests a node posts, each decided
+// per request from a seeded generator. Ignored by the verbs backend.
+struct FaultOptions {
+  uint64_t seed = 1;
+  // Delay the request's execution at the target by up to `max_delay`.
+  double delay_probability = 0;
+  absl::Duration max_delay = absl::Milliseconds(2);
+  // Break the connection: this request and all outstanding ones fail.
+  double drop_probability = 0;
+  // Fail one request with kRetryExceeded; it may or may not have executed
+  // at the target, just as when an acknowledgement is lost on hardware.
+  double fail_probability = 0;
+
+  bool any() const {
+    return delay_probability > 0 || drop_probability > 0 || fail_probability > 0;
+  }
+};
+// Parses "delay=0.01,drop=0.001,fail=0.001,max_delay=2ms,seed=7" (any
+// subset, in any order; "" is no faults).
+absl::StatusOr<FaultOptions> ParseFaultOptions(absl::string_view text);
+
+struct FabricOptions {
+  FabricKind kind = FabricKind::kAuto;
+  // verbs: the device to open (ibv_devices lists them); empty: the first.
+  std::string rdma_device;
+  // soft: when set, queue pairs and listeners live in this in-process
+  // network, driven by its deterministic scheduler, instead of TCP.
+  std::shared_ptr<SimNetwork> sim;
+  FaultOptions faults;
+};
+
+struct ListenOptions {
+  // host:port for tcp and verbs (port 0 picks a free one); a name for sim.
+  std::string address = "127.0.0.1:0";
+  // Peers must present this token to connect (empty accepts any).
+  std::string token;
+};
+
+struct QueuePairOptions {
+  uint32_t max_send_wr = 512;
+  uint32_t max_inline_data = 128;
+  absl::Duration connect_timeout = absl::Seconds(5);
+};
+
+class Fabric {
+ public:
+  virtual ~Fabric() = default;
+
+  virtual FabricKind kind() const = 0;
+
+  // Registers [addr, addr + length) with the given Access bits.
+  virtual absl::StatusOr<std::unique_ptr<MemoryRegion>> RegisterMemory(void* addr,
+                                                                       size_t length,
+                                                                       uint32_t access) = 0;
+
+  // Starts accepting queue pairs; peers reach this node's registered memory
+  // through them.
+  virtual absl::StatusOr<std::unique_ptr<Listener>> Listen(const ListenOptions& options) = 0;
+
+  // Connects a queue pair to a listening node.
+  virtual absl::StatusOr<std::unique_ptr<QueuePair>> Connect(
+      const Endpoint& endpoint, const QueuePairOptions& options = {}) = 0;
+};
+
+// Opens the fabric that `options.kind` names. kAuto picks verbs when an RDMA
+// device exists and soft otherwise. kVerbs without a device is
+// FailedPrecondition with a message that names --fabric=soft.
+absl::StatusOr<std::unique_ptr<Fabric>> OpenFabric(const FabricOptions& options);
+
+}  // namespace rkv::fabric
+
+#endif  // RKV_COMMON_FABRIC_FABRIC_H_

@@ -1,0 +1,16 @@
+// The command-line flags that choose and configure the fabric, shared by
+// every program that opens one: --fabric, --rdma_device, --fabric_faults.
+#ifndef RKV_COMMON_FABRIC_FABRIC_FLAGS_H_
+#define RKV_COMMON_FABRIC_FABRIC_FLAGS_H_
+
+#include "absl/status/statusor.h"
+#include "common/fabric/fabric.h"
+
+namespace rkv::fabric {
+
+// FabricOptions as the flags say; InvalidArgument for a bad value.
+absl::StatusOr<FabricOptions> FabricOptionsFromFlags();
+
+}  // namespace rkv::fabric
+
+#endif  // RKV_COMMON_FABRIC_FABRIC_FLAGS_H_

@@ -1,0 +1,179 @@
+#include "common/fabric/soft_queue_pair.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace rkv::fabric {
+namespace {
+
+bool IsAtomic(Opcode op) { return op == Opcode::kCas64 || op == Opcode::kFaa64; }
+
+}  // namespace
+
+SoftQueuePair::SoftQueuePair(std::shared_ptr<const MemoryTable> local,
+                             const QueuePairOptions& options, const FaultOptions& faults,
+                             uint64_t fault_seed)
+    : local_(std::move(local)),
+      // The soft NIC has no hardware READ/atomic limit; it reports the
+      // send-queue depth so callers that respect the limit still may batch.
+      limits_{options.max_send_wr, options.max_inline_data, options.max_send_wr},
+      faults_(faults),
+      fault_rng_(fault_seed) {}
+
+absl::Status SoftQueuePair::Validate(const WorkRequest& wr) const {
+  const auto bad = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat("work request ", wr.wr_id, " (",
+                                                   OpcodeName(wr.opcode), "): ", why));
+  };
+  switch (wr.opcode) {
+    case Opcode::kRead:
+    case Opcode::kWrite:
+      if (wr.length > kMaxMessageBytes) {
+        return bad(absl::StrCat("length ", wr.length, " exceeds ", kMaxMessageBytes));
+      }
+      break;
+    case Opcode::kCas64:
+    case Opcode::kFaa64:
+      if (wr.length != 8) return bad("atomics move exactly 8 bytes");
+      break;
+    default:
+      return bad("unknown opcode");
+  }
+  if (wr.length > 0 && wr.local == nullptr) return bad("no local buffer");
+  if (wr.flags & kInline) {
+    if (wr.opcode != Opcode::kWrite) return bad("only WRITEs may be inline");
+    if (wr.length > limits_.max_inline_data) {
+      return bad(absl::StrCat("inline length ", wr.length, " exceeds max_inline_data ",
+                              limits_.max_inline_data));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SoftQueuePair::Post(absl::Span<const WorkRequest> batch) {
+  std::vector<Pending> pending;
+  pending.reserve(batch.size());
+  for (const WorkRequest& wr : batch) {
+    if (auto s = Validate(wr); !s.ok()) return s;
+    Pending p;
+    p.wr = wr;
+    if (wr.flags & kInline) {
+      p.inline_data.assign(static_cast<const char*>(wr.local), wr.length);
+    } else if (wr.length > 0) {
+      // The NIC checks the local buffer against its lkey; results land
+      // there, so READs and atomics need local write access.
+      const uint32_t need = wr.opcode == Opcode::kWrite ? 0u : uint32_t{kLocalWrite};
+      if (!local_->CheckLocal(wr.lkey, wr.local, wr.length, need)) {
+        p.refused = CompletionStatus::kLocalProtectionError;
+      }
+    }
+    pending.push_back(std::move(p));
+  }
+  return Submit(std::move(pending));
+}
+
+absl::Status SoftQueuePair::AdmitLocked(std::vector<Pending>& batch) {
+  if (outstanding_.size() + batch.size() > limits_.max_send_wr) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("send queue full: ", outstanding_.size(), " outstanding + ", batch.size(),
+                     " posted > max_send_wr ", limits_.max_send_wr));
+  }
+  counters_.doorbells++;
+  for (Pending& p : batch) {
+    counters_.requests++;
+    counters_.bytes += IsAtomic(p.wr.opcode) ? 8 : p.wr.length;
+    if (faults_.any() && p.refused == CompletionStatus::kSuccess) {
+      if (fault_rng_.Bernoulli(faults_.drop_probability)) {
+        p.drop = true;
+      } else if (fault_rng_.Bernoulli(faults_.fail_probability)) {
+        // Half the injected failures happen before the request executes,
+        // half after: a caller can never tell which from the completion.
+        if (fault_rng_.Uniform(2) == 0) {
+          p.refused = CompletionStatus::kRetryExceeded;
+        } else {
+          p.lose_ack = true;
+        }
+      }
+      if (fault_rng_.Bernoulli(faults_.delay_probability)) {
+        const uint64_t max_us = std::max<int64_t>(1, absl::ToInt64Microseconds(faults_.max_delay));
+        p.delay_us = static_cast<uint32_t>(1 + fault_rng_.Uniform(max_us));
+      }
+    }
+    outstanding_.push_back(std::move(p));
+  }
+  if (error_) {
+    FailAllLocked(CompletionStatus::kFlushed);
+  } else if (connection_lost_) {
+    FailAllLocked(CompletionStatus::kRetryExceeded);
+  } else {
+    ResolveRefusedFrontLocked();
+  }
+  return absl::OkStatus();
+}
+
+void SoftQueuePair::PushLocked(const Completion& c) {
+  if (c.status != CompletionStatus::kSuccess) counters_.error_completions++;
+  cq_.push_back(c);
+}
+
+void SoftQueuePair::FailAllLocked(CompletionStatus first) {
+  CompletionStatus status = first;
+  for (const Pending& p : outstanding_) {
+    PushLocked({p.wr.wr_id, p.wr.opcode, status, 0});
+    status = CompletionStatus::kFlushed;
+  }
+  outstanding_.clear();
+  error_ = true;
+}
+
+void SoftQueuePair::ResolveRefusedFrontLocked() {
+  if (!outstanding_.empty() && outstanding_.front().refused != CompletionStatus::kSuccess) {
+    FailAllLocked(outstanding_.front().refused);
+  }
+}
+
+void SoftQueuePair::CompleteFrontLocked(CompletionStatus status, uint32_t byte_len) {
+  if (status != CompletionStatus::kSuccess) {
+    FailAllLocked(status);
+    return;
+  }
+  const Pending& p = outstanding_.front();
+  if (p.wr.flags & kSignaled) PushLocked({p.wr.wr_id, p.wr.opcode, status, byte_len});
+  outstanding_.pop_front();
+  ResolveRefusedFrontLocked();
+}
+
+void SoftQueuePair::ConnectionLostLocked() {
+  connection_lost_ = true;
+  if (!outstanding_.empty()) FailAllLocked(CompletionStatus::kRetryExceeded);
+}
+
+size_t SoftQueuePair::Poll(absl::Span<Completion> out) {
+  absl::MutexLock lock(&mu_);
+  const size_t n = std::min(out.size(), cq_.size());
+  std::copy_n(cq_.begin(), n, out.begin());
+  cq_.erase(cq_.begin(), cq_.begin() + static_cast<std::ptrdiff_t>(n));
+  return n;
+}
+
+size_t SoftQueuePair::Wait(absl::Span<Completion> out, absl::Duration timeout) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !cq_.empty(); };
+    mu_.AwaitWithTimeout(absl::Condition(&ready), timeout);
+  }
+  return Poll(out);
+}
+
+bool SoftQueuePair::in_error() const {
+  absl::MutexLock lock(&mu_);
+  return error_;
+}
+
+QueuePairCounters SoftQueuePair::counters() const {
+  absl::MutexLock lock(&mu_);
+  return counters_;
+}
+
+}  // namespace rkv::fabric

@@ -1,0 +1,19 @@
+// Command-line parsing for every rkv program, on Abseil flags.
+#ifndef RKV_COMMON_FLAGS_H_
+#define RKV_COMMON_FLAGS_H_
+
+#include "absl/strings/string_view.h"
+#include <vector>
+
+namespace rkv {
+
+// Parses argv with absl::ParseCommandLine after setting the usage text, and
+// returns the positional arguments (argv[0] first). Flag names may be
+// written with '-' or '_' (`--region-file` and `--region_file` are the same
+// flag). Unknown flags and bad values print an error and exit(1); --help
+// prints the usage and the program's flags.
+std::vector<char*> ParseFlags(int argc, char** argv, absl::string_view usage);
+
+}  // namespace rkv
+
+#endif  // RKV_COMMON_FLAGS_H_
