@@ -111,6 +111,8 @@ void SoftTcpListener::AcceptLoop() {
     connections_.push_back(std::move(c));
     raw->thread = std::thread([this, raw] {
       Serve(raw);
+      // The peer learns at once; the descriptor is closed when reaped.
+      ::shutdown(raw->fd.get(), SHUT_RDWR);
       raw->done.store(true);
     });
   }
@@ -194,7 +196,6 @@ void SoftTcpListener::Serve(Connection* c) {
     // executes nothing more for this queue pair.
     if (failed) break;
   }
-  ::shutdown(fd, SHUT_RDWR);
 }
 
 }  // namespace

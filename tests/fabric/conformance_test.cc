@@ -1,0 +1,397 @@
+// The fabric contract, run against every backend: soft over TCP, soft in
+// the deterministic simulation, and verbs where an RDMA device exists.
+#include <algorithm>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/fabric/fabric_test_env.h"
+
+namespace rkv::fabric::testing {
+namespace {
+
+using ::testing::Each;
+using ::testing::ElementsAre;
+using ::testing::Field;
+
+constexpr auto kSuccess = CompletionStatus::kSuccess;
+constexpr auto kFlushed = CompletionStatus::kFlushed;
+
+std::vector<CompletionStatus> Statuses(const std::vector<Completion>& cs) {
+  std::vector<CompletionStatus> out;
+  for (const Completion& c : cs) out.push_back(c.status);
+  return out;
+}
+
+class ConformanceTest : public ::testing::TestWithParam<Backend> {
+ protected:
+  void SetUp() override {
+    auto env = FabricTestEnv::Create(GetParam());
+    if (!env.ok()) {
+      if (GetParam() == Backend::kVerbs && absl::IsUnavailable(env.status())) {
+        GTEST_SKIP() << env.status().message();
+      }
+      FAIL() << env.status();
+    }
+    env_ = std::move(env).value();
+  }
+
+  std::unique_ptr<QueuePair> Connect(const QueuePairOptions& o = {}) {
+    auto qp = env_->Connect(o);
+    EXPECT_TRUE(qp.ok()) << qp.status();
+    return qp.ok() ? std::move(qp).value() : nullptr;
+  }
+
+  uint8_t* local(size_t offset = 0) { return env_->local_mem->data() + offset; }
+  std::unique_ptr<FabricTestEnv> env_;
+};
+
+TEST_P(ConformanceTest, ReadWriteRoundTripsFromOneByteToFourMebibytes) {
+  auto qp = Connect();
+  ASSERT_NE(qp, nullptr);
+  const uint32_t sizes[] = {1, 7, 8, 9, 63, 64, 65, 4095, 4096, 65536, 1 << 20, 4 << 20};
+  uint64_t id = 0;
+  for (uint32_t size : sizes) {
+    for (uint64_t remote_offset : {uint64_t{0}, uint64_t{3}}) {
+      SCOPED_TRACE(::testing::Message() << "size " << size << " offset " << remote_offset);
+      uint8_t* src = local(0);
+      uint8_t* dst = local(4 << 20);
+      for (uint32_t i = 0; i < size; ++i) src[i] = static_cast<uint8_t>(i * 31 + size + id);
+      std::memset(dst, 0, size);
+      auto got = env_->Run(*qp,
+                           {env_->Write(++id, remote_offset, src, size),
+                            env_->Read(++id, remote_offset, dst, size)},
+                           2);
+      ASSERT_THAT(Statuses(got), ElementsAre(kSuccess, kSuccess));
+      EXPECT_EQ(got[1].byte_len, size);
+      ASSERT_EQ(std::memcmp(src, dst, size), 0);
+    }
+  }
+}
+
+TEST_P(ConformanceTest, CasReturnsOldValueOnSuccessAndFailure) {
+  auto qp = Connect();
+  ASSERT_NE(qp, nullptr);
+  auto* old = reinterpret_cast<uint64_t*>(local(64));
+  ASSERT_THAT(Statuses(env_->Run(*qp, {env_->Faa(1, 128, old, 5)}, 1)), ElementsAre(kSuccess));
+  ASSERT_EQ(*old, 0u);
+
+  ASSERT_THAT(Statuses(env_->Run(*qp, {env_->Cas(2, 128, old, 5, 9)}, 1)), ElementsAre(kSuccess));
+  EXPECT_EQ(*old, 5u);  // Matched: swapped.
+  ASSERT_THAT(Statuses(env_->Run(*qp, {env_->Cas(3, 128, old, 5, 11)}, 1)),
+              ElementsAre(kSuccess));
+  EXPECT_EQ(*old, 9u);  // Did not match: the current value comes back.
+  auto word = env_->ReadWord(128);
+  ASSERT_TRUE(word.ok()) << word.status();
+  EXPECT_EQ(*word, 9u);
+}
+
+TEST_P(ConformanceTest, FaaReturnsOldValueAndAdds) {
+  auto qp = Connect();
+  ASSERT_NE(qp, nullptr);
+  auto* old = reinterpret_cast<uint64_t*>(local(64));
+  for (uint64_t i = 0; i < 4; ++i) {
+    ASSERT_THAT(Statuses(env_->Run(*qp, {env_->Faa(i, 256, old, 10)}, 1)),
+                ElementsAre(kSuccess));
+    EXPECT_EQ(*old, i * 10);
+  }
+  EXPECT_EQ(*env_->ReadWord(256), 40u);
+  // Addition wraps modulo 2^64.
+  ASSERT_THAT(Statuses(env_->Run(*qp, {env_->Faa(9, 256, old, ~uint64_t{0})}, 1)),
+              ElementsAre(kSuccess));
+  EXPECT_EQ(*env_->ReadWord(256), 39u);
+}
+
+// Each queue pair runs CAS-increment loops on one shared word; every
+// successful CAS adds exactly one, so the end value is exact.
+TEST_P(ConformanceTest, ConcurrentCasIncrementsSumExactly) {
+  constexpr int kQueuePairs = 4;
+  constexpr int kIncrements = 150;
+  constexpr uint64_t kWord = 512;
+  struct Worker {
+    std::unique_ptr<QueuePair> qp;
+    uint64_t* old;
+    uint64_t guess = 0;
+    int done = 0;
+    int attempts = 0;
+  };
+  std::vector<Worker> workers(kQueuePairs);
+  for (int i = 0; i < kQueuePairs; ++i) {
+    workers[i].qp = Connect();
+    ASSERT_NE(workers[i].qp, nullptr);
+    workers[i].old = reinterpret_cast<uint64_t*>(local(4096 + 64 * i));
+  }
+  auto post = [&](Worker& w) {
+    return w.qp->Post({env_->Cas(w.attempts++, kWord, w.old, w.guess, w.guess + 1)});
+  };
+  // One step: wait for the outstanding CAS and post the next one.
+  auto step = [&](Worker& w, absl::Duration timeout) -> bool {
+    Completion c;
+    if (w.qp->Wait({&c, 1}, timeout) == 0) return false;
+    EXPECT_EQ(c.status, kSuccess);
+    if (*w.old == w.guess) {
+      w.done++;
+      w.guess++;
+    } else {
+      w.guess = *w.old;
+    }
+    if (w.done < kIncrements) {
+      EXPECT_TRUE(post(w).ok());
+    }
+    return true;
+  };
+  for (Worker& w : workers) ASSERT_TRUE(post(w).ok());
+  if (GetParam() == Backend::kSoftSim) {
+    // One thread drives every queue pair; the scheduler interleaves them.
+    for (bool busy = true; busy;) {
+      busy = false;
+      for (Worker& w : workers) {
+        if (w.done < kIncrements) {
+          ASSERT_TRUE(step(w, absl::Seconds(10)));
+          busy = true;
+        }
+      }
+    }
+  } else {
+    std::vector<std::thread> threads;
+    for (Worker& w : workers) {
+      threads.emplace_back([&] {
+        while (w.done < kIncrements && step(w, absl::Seconds(10))) {
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+  }
+  int attempts = 0;
+  for (const Worker& w : workers) {
+    EXPECT_EQ(w.done, kIncrements);
+    attempts += w.attempts;
+  }
+  EXPECT_EQ(*env_->ReadWord(kWord), uint64_t{kQueuePairs} * kIncrements);
+  RecordProperty("cas_attempts", attempts);
+}
+
+// An error completion, then every later request of the batch and of later
+// batches flushed, without executing; other queue pairs keep being served.
+void ExpectErrorThenFlush(FabricTestEnv& env, QueuePair& qp, const WorkRequest& bad,
+                          CompletionStatus want) {
+  uint8_t* buf = env.local_mem->data() + 8192;
+  std::memset(buf, 0xAB, 64);
+  auto got = env.Run(qp, {bad, env.Write(101, 4096, buf, 64), env.Read(102, 0, buf, 8)}, 3);
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0].status, want) << CompletionStatusName(got[0].status);
+  EXPECT_EQ(got[0].wr_id, bad.wr_id);
+  EXPECT_THAT(got[1], Field(&Completion::status, kFlushed));
+  EXPECT_THAT(got[2], Field(&Completion::status, kFlushed));
+  EXPECT_TRUE(qp.in_error());
+  // Posting to a queue pair in the error state flushes too.
+  EXPECT_THAT(Statuses(env.Run(qp, {env.Read(103, 0, buf, 8)}, 1)), ElementsAre(kFlushed));
+  // The flushed WRITE never executed, and the target still serves others.
+  auto word = env.ReadWord(4096);
+  ASSERT_TRUE(word.ok()) << word.status();
+  EXPECT_EQ(*word, 0u);
+}
+
+TEST_P(ConformanceTest, BadRkeyIsRemoteAccessError) {
+  auto qp = Connect();
+  ASSERT_NE(qp, nullptr);
+  WorkRequest bad = env_->Read(7, 0, local(0), 8);
+  bad.rkey ^= 0x5A5A5A5A;
+  ExpectErrorThenFlush(*env_, *qp, bad, CompletionStatus::kRemoteAccessError);
+}
+
+TEST_P(ConformanceTest, OutOfBoundsIsRemoteAccessError) {
+  auto qp = Connect();
+  ASSERT_NE(qp, nullptr);
+  // Straddles the end of the region.
+  WorkRequest bad = env_->Read(7, env_->remote_mem->size() - 4, local(0), 8);
+  ExpectErrorThenFlush(*env_, *qp, bad, CompletionStatus::kRemoteAccessError);
+}
+
+TEST_P(ConformanceTest, MissingAccessRightIsRemoteAccessError) {
+  AlignedBuffer ro(4096);
+  auto region = env_->target->RegisterMemory(ro.data(), ro.size(), kRemoteRead);
+  ASSERT_TRUE(region.ok()) << region.status();
+  auto qp = Connect();
+  ASSERT_NE(qp, nullptr);
+  // READ is granted...
+  EXPECT_THAT(Statuses(env_->Run(*qp,
+                                 {WorkRequest::Read(1, local(0), 8, env_->local->lkey(),
+                                                    (*region)->remote_base(), (*region)->rkey())},
+                                 1)),
+              ElementsAre(kSuccess));
+  // ...WRITE is not.
+  WorkRequest bad = WorkRequest::Write(7, local(0), 8, env_->local->lkey(),
+                                       (*region)->remote_base(), (*region)->rkey());
+  ExpectErrorThenFlush(*env_, *qp, bad, CompletionStatus::kRemoteAccessError);
+}
+
+TEST_P(ConformanceTest, AtomicWithoutAtomicRightIsRemoteAccessError) {
+  AlignedBuffer rw(4096);
+  auto region = env_->target->RegisterMemory(rw.data(), rw.size(),
+                                             kLocalWrite | kRemoteRead | kRemoteWrite);
+  ASSERT_TRUE(region.ok()) << region.status();
+  auto qp = Connect();
+  ASSERT_NE(qp, nullptr);
+  WorkRequest bad = WorkRequest::Cas(7, reinterpret_cast<uint64_t*>(local(0)),
+                                     env_->local->lkey(), (*region)->remote_base(),
+                                     (*region)->rkey(), 0, 1);
+  ExpectErrorThenFlush(*env_, *qp, bad, CompletionStatus::kRemoteAccessError);
+}
+
+TEST_P(ConformanceTest, MisalignedAtomicIsRemoteInvalidRequest) {
+  auto qp = Connect();
+  ASSERT_NE(qp, nullptr);
+  WorkRequest bad = env_->Cas(7, 1028, reinterpret_cast<uint64_t*>(local(0)), 0, 1);
+  ExpectErrorThenFlush(*env_, *qp, bad, CompletionStatus::kRemoteInvalidRequest);
+}
+
+TEST_P(ConformanceTest, UnregisteredLocalBufferIsLocalProtectionError) {
+  auto qp = Connect();
+  ASSERT_NE(qp, nullptr);
+  uint8_t stack_buffer[8];
+  WorkRequest bad = env_->Read(7, 0, stack_buffer, 8);
+  ExpectErrorThenFlush(*env_, *qp, bad, CompletionStatus::kLocalProtectionError);
+}
+
+TEST_P(ConformanceTest, DeregisteredRegionRefusesItsRkey) {
+  AlignedBuffer mem(4096);
+  auto region = env_->target->RegisterMemory(mem.data(), mem.size(), kAllAccess);
+  ASSERT_TRUE(region.ok());
+  const uint64_t base = (*region)->remote_base();
+  const uint32_t rkey = (*region)->rkey();
+  region->reset();
+  auto qp = Connect();
+  ASSERT_NE(qp, nullptr);
+  auto got = env_->Run(*qp, {WorkRequest::Read(1, local(0), 8, env_->local->lkey(), base, rkey)},
+                       1);
+  EXPECT_THAT(Statuses(got), ElementsAre(CompletionStatus::kRemoteAccessError));
+}
+
+TEST_P(ConformanceTest, RequestsOfOneQueuePairExecuteInOrder) {
+  auto qp = Connect();
+  ASSERT_NE(qp, nullptr);
+  constexpr int kRounds = 32;
+  std::vector<WorkRequest> batch;
+  for (int i = 0; i < kRounds; ++i) {
+    uint8_t* value = local(64 * i);
+    std::memset(value, i + 1, 64);
+    WorkRequest w = env_->Write(2 * i, 8192, value, 64);
+    w.flags = 0;  // Unsignaled: only the READs report.
+    batch.push_back(w);
+    batch.push_back(env_->Read(2 * i + 1, 8192, local(65536 + 64 * i), 64));
+  }
+  auto got = env_->Run(*qp, batch, kRounds);
+  ASSERT_EQ(got.size(), size_t{kRounds});
+  EXPECT_THAT(got, Each(Field(&Completion::status, kSuccess)));
+  for (int i = 0; i < kRounds; ++i) {
+    EXPECT_EQ(got[i].wr_id, uint64_t(2 * i + 1));  // Completions in posting order.
+    const uint8_t* seen = local(65536 + 64 * i);
+    // Each READ sees exactly the WRITE posted just before it.
+    EXPECT_TRUE(std::all_of(seen, seen + 64, [&](uint8_t b) { return b == i + 1; }))
+        << "round " << i;
+  }
+}
+
+TEST_P(ConformanceTest, InlineWriteCopiesAtPost) {
+  auto qp = Connect();
+  ASSERT_NE(qp, nullptr);
+  uint8_t payload[32];
+  std::memset(payload, 0x42, sizeof(payload));
+  WorkRequest w = env_->Write(1, 16384, payload, sizeof(payload));
+  w.flags |= kInline;
+  w.lkey = 0;  // Inline data needs no registration.
+  ASSERT_TRUE(qp->Post({w}).ok());
+  std::memset(payload, 0, sizeof(payload));  // Reused at once.
+  auto got = env_->Await(*qp, 1);
+  ASSERT_THAT(Statuses(got), ElementsAre(kSuccess));
+  EXPECT_EQ(*env_->ReadWord(16384), 0x4242424242424242u);
+}
+
+TEST_P(ConformanceTest, SendQueueOverflowIsRefusedWhole) {
+  auto qp = Connect({.max_send_wr = 8});
+  ASSERT_NE(qp, nullptr);
+  std::vector<WorkRequest> nine;
+  for (int i = 0; i < 9; ++i) nine.push_back(env_->Read(i, 0, local(64 * i), 8));
+  EXPECT_TRUE(absl::IsResourceExhausted(qp->Post(nine)));
+  nine.pop_back();
+  EXPECT_EQ(env_->Run(*qp, nine, 8).size(), 8u);
+  EXPECT_FALSE(qp->in_error());
+}
+
+TEST_P(ConformanceTest, MalformedRequestsAreRejectedAtPost) {
+  auto qp = Connect({.max_inline_data = 16});
+  ASSERT_NE(qp, nullptr);
+  WorkRequest cas = env_->Cas(1, 0, reinterpret_cast<uint64_t*>(local(0)), 0, 1);
+  cas.length = 4;
+  EXPECT_TRUE(absl::IsInvalidArgument(qp->Post({cas})));
+  WorkRequest big_inline = env_->Write(2, 0, local(0), 64);
+  big_inline.flags |= kInline;
+  EXPECT_TRUE(absl::IsInvalidArgument(qp->Post({big_inline})));
+  EXPECT_TRUE(absl::IsInvalidArgument(qp->Post({env_->Read(3, 0, local(0), kMaxMessageBytes + 1)})));
+  EXPECT_FALSE(qp->in_error());
+  EXPECT_EQ(qp->counters().doorbells, 0u);
+}
+
+TEST_P(ConformanceTest, CountersCountDoorbellsRequestsAndBytes) {
+  auto qp = Connect();
+  ASSERT_NE(qp, nullptr);
+  auto* old = reinterpret_cast<uint64_t*>(local(0));
+  ASSERT_EQ(env_->Run(*qp,
+                      {env_->Read(1, 0, local(64), 100), env_->Write(2, 0, local(64), 28),
+                       env_->Faa(3, 0, old, 1)},
+                      3)
+                .size(),
+            3u);
+  ASSERT_EQ(env_->Run(*qp, {env_->Cas(4, 0, old, 0, 1)}, 1).size(), 1u);
+  QueuePairCounters c = qp->counters();
+  EXPECT_EQ(c.doorbells, 2u);
+  EXPECT_EQ(c.requests, 4u);
+  EXPECT_EQ(c.bytes, 100u + 28u + 8u + 8u);
+  EXPECT_EQ(c.error_completions, 0u);
+}
+
+TEST_P(ConformanceTest, DroppedConnectionGivesErrorCompletionsNotAHang) {
+  auto qp = Connect();
+  ASSERT_NE(qp, nullptr);
+  std::vector<WorkRequest> batch;
+  for (int i = 0; i < 64; ++i) batch.push_back(env_->Read(i, 0, local(0), 65536));
+  ASSERT_TRUE(qp->Post(batch).ok());
+  env_->listener.reset();  // Closes every connection it accepted.
+  auto got = env_->Await(*qp, batch.size());
+  // Each request completes exactly once: some may have finished before the
+  // drop, the first one after it fails, the rest are flushed.
+  ASSERT_EQ(got.size(), batch.size());
+  auto first_error = std::find_if(got.begin(), got.end(),
+                                  [](const Completion& c) { return c.status != kSuccess; });
+  if (first_error != got.end()) {
+    EXPECT_EQ(first_error->status, CompletionStatus::kRetryExceeded);
+    EXPECT_TRUE(std::all_of(first_error + 1, got.end(),
+                            [](const Completion& c) { return c.status == kFlushed; }));
+  }
+  // Whatever was still outstanding, the next post fails fast.
+  auto after = env_->Run(*qp, {env_->Read(99, 0, local(0), 8)}, 1);
+  ASSERT_EQ(after.size(), 1u);
+  EXPECT_NE(after[0].status, kSuccess);
+  EXPECT_TRUE(qp->in_error());
+}
+
+TEST_P(ConformanceTest, WrongTokenIsRefused) {
+  Endpoint e = env_->listener->endpoint();
+  e.token = "not-the-token";
+  auto qp = env_->initiator->Connect(e);
+  EXPECT_TRUE(absl::IsPermissionDenied(qp.status())) << qp.status();
+}
+
+std::string ParamName(const ::testing::TestParamInfo<Backend>& info) {
+  return BackendName(info.param);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, ConformanceTest,
+                         ::testing::Values(Backend::kSoftTcp, Backend::kSoftSim, Backend::kVerbs),
+                         ParamName);
+
+}  // namespace
+}  // namespace rkv::fabric::testing

@@ -1,0 +1,135 @@
+#include "tests/fabric/fabric_test_env.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+
+namespace rkv::fabric::testing {
+
+AlignedBuffer::AlignedBuffer(size_t size) : size_(size) {
+  const size_t rounded = (size + 4095) / 4096 * 4096;
+  data_ = static_cast<uint8_t*>(std::aligned_alloc(4096, rounded));
+  std::memset(data_, 0, rounded);
+}
+
+std::string BackendName(Backend b) {
+  switch (b) {
+    case Backend::kSoftTcp: return "soft_tcp";
+    case Backend::kSoftSim: return "soft_sim";
+    case Backend::kVerbs: return "verbs";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<std::unique_ptr<FabricTestEnv>> FabricTestEnv::Create(Backend backend,
+                                                                     const EnvOptions& options) {
+  auto env = std::make_unique<FabricTestEnv>();
+  env->backend = backend;
+  FabricOptions fo;
+  std::string address = "127.0.0.1:0";
+  switch (backend) {
+    case Backend::kSoftTcp:
+      fo.kind = FabricKind::kSoft;
+      break;
+    case Backend::kSoftSim:
+      fo.kind = FabricKind::kSoft;
+      env->sim = std::make_shared<SimNetwork>(options.sim_seed, options.sim);
+      fo.sim = env->sim;
+      address = "target";
+      break;
+    case Backend::kVerbs: {
+      fo.kind = FabricKind::kVerbs;
+      const char* addr = std::getenv("RKV_VERBS_TEST_ADDRESS");
+      absl::StatusOr<std::unique_ptr<Fabric>> probe = OpenFabric(fo);
+      if (!probe.ok()) {
+        return absl::UnavailableError(absl::StrCat("verbs backend: ", probe.status().message()));
+      }
+      if (addr == nullptr) {
+        return absl::UnavailableError(
+            "verbs backend: an RDMA device exists; set RKV_VERBS_TEST_ADDRESS to an IPv4 "
+            "address of an RDMA interface (host:0) to run the conformance suite on it");
+      }
+      address = addr;
+      break;
+    }
+  }
+  RKV_ASSIGN_OR_RETURN(env->target, OpenFabric(fo));
+  FabricOptions init = fo;
+  init.faults = options.initiator_faults;
+  RKV_ASSIGN_OR_RETURN(env->initiator, OpenFabric(init));
+  env->remote_mem = std::make_unique<AlignedBuffer>(options.remote_bytes);
+  env->local_mem = std::make_unique<AlignedBuffer>(options.local_bytes);
+  RKV_ASSIGN_OR_RETURN(env->remote, env->target->RegisterMemory(env->remote_mem->data(),
+                                                                env->remote_mem->size(),
+                                                                kAllAccess));
+  RKV_ASSIGN_OR_RETURN(env->local, env->initiator->RegisterMemory(
+                                       env->local_mem->data(), env->local_mem->size(),
+                                       kLocalWrite));
+  RKV_ASSIGN_OR_RETURN(env->listener, env->target->Listen({address, options.token}));
+  return env;
+}
+
+absl::StatusOr<std::unique_ptr<QueuePair>> FabricTestEnv::Connect(
+    const QueuePairOptions& options) {
+  return initiator->Connect(listener->endpoint(), options);
+}
+
+std::vector<Completion> FabricTestEnv::Await(QueuePair& qp, size_t expected,
+                                             absl::Duration timeout) {
+  std::vector<Completion> got;
+  const absl::Time deadline = absl::Now() + timeout;
+  Completion buf[64];
+  while (got.size() < expected) {
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration() && backend != Backend::kSoftSim) break;
+    const size_t n = qp.Wait(absl::MakeSpan(buf), std::max(left, absl::ZeroDuration()));
+    if (n == 0 && backend == Backend::kSoftSim) break;  // The simulation ran dry.
+    got.insert(got.end(), buf, buf + n);
+  }
+  return got;
+}
+
+std::vector<Completion> FabricTestEnv::Run(QueuePair& qp, const std::vector<WorkRequest>& batch,
+                                           size_t expected) {
+  absl::Status s = qp.Post(batch);
+  if (!s.ok()) return {};
+  return Await(qp, expected);
+}
+
+WorkRequest FabricTestEnv::Read(uint64_t id, uint64_t offset, uint8_t* buf, uint32_t len) const {
+  return WorkRequest::Read(id, buf, len, local->lkey(), remote->remote_base() + offset,
+                           remote->rkey());
+}
+
+WorkRequest FabricTestEnv::Write(uint64_t id, uint64_t offset, const uint8_t* buf,
+                                 uint32_t len) const {
+  return WorkRequest::Write(id, buf, len, local->lkey(), remote->remote_base() + offset,
+                            remote->rkey());
+}
+
+WorkRequest FabricTestEnv::Cas(uint64_t id, uint64_t offset, uint64_t* old, uint64_t expect,
+                               uint64_t desired) const {
+  return WorkRequest::Cas(id, old, local->lkey(), remote->remote_base() + offset,
+                          remote->rkey(), expect, desired);
+}
+
+WorkRequest FabricTestEnv::Faa(uint64_t id, uint64_t offset, uint64_t* old,
+                               uint64_t add) const {
+  return WorkRequest::Faa(id, old, local->lkey(), remote->remote_base() + offset,
+                          remote->rkey(), add);
+}
+
+absl::StatusOr<uint64_t> FabricTestEnv::ReadWord(uint64_t offset) {
+  RKV_ASSIGN_OR_RETURN(std::unique_ptr<QueuePair> qp, Connect());
+  // The last 8 bytes of the local region are reserved for this.
+  auto* slot = reinterpret_cast<uint64_t*>(local_mem->data() + local_mem->size() - 8);
+  std::vector<Completion> c =
+      Run(*qp, {Read(0, offset, reinterpret_cast<uint8_t*>(slot), 8)}, 1);
+  if (c.size() != 1 || c[0].status != CompletionStatus::kSuccess) {
+    return absl::InternalError("ReadWord: READ did not complete");
+  }
+  return *slot;
+}
+
+}  // namespace rkv::fabric::testing
