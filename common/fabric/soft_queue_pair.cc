@@ -63,7 +63,7 @@ absl::Status SoftQueuePair::Post(absl::Span<const WorkRequest> batch) {
     } else if (wr.length > 0) {
       // The NIC checks the local buffer against its lkey; results land
       // there, so READs and atomics need local write access.
-      const uint32_t need = wr.opcode == Opcode::kWrite ? 0u : uint32_t{kLocalWrite};
+      const uint32_t need = wr.opcode == Opcode::kWrite ? 0 : kLocalWrite;
       if (!local_->CheckLocal(wr.lkey, wr.local, wr.length, need)) {
         p.refused = CompletionStatus::kLocalProtectionError;
       }

@@ -9,29 +9,25 @@
 
 namespace rkv::fabric {
 
-// Access rights of a registered region (ibv_access_flags). As with verbs,
-// kRemoteWrite and kRemoteAtomic require kLocalWrite.
-enum Access : uint32_t {
-  kLocalWrite = 1u << 0,
-  kRemoteRead = 1u << 1,
-  kRemoteWrite = 1u << 2,
-  kRemoteAtomic = 1u << 3,
-  kAllAccess = kLocalWrite | kRemoteRead | kRemoteWrite | kRemoteAtomic,
-};
+// Access rights of a registered region (ibv_access_flags), or-ed together.
+// As with verbs, kRemoteWrite and kRemoteAtomic require kLocalWrite.
+inline constexpr uint32_t kLocalWrite = 1u << 0;
+inline constexpr uint32_t kRemoteRead = 1u << 1;
+inline constexpr uint32_t kRemoteWrite = 1u << 2;
+inline constexpr uint32_t kRemoteAtomic = 1u << 3;
+inline constexpr uint32_t kAllAccess = kLocalWrite | kRemoteRead | kRemoteWrite | kRemoteAtomic;
 
 enum class Opcode : uint8_t { kRead = 0, kWrite = 1, kCas64 = 2, kFaa64 = 3 };
 const char* OpcodeName(Opcode op);
 
-// Send flags of a work request (ibv_send_flags).
-enum SendFlag : uint32_t {
-  // Produce a completion on success. Errors always produce one.
-  kSignaled = 1u << 0,
-  // Wait for earlier READs and atomics of the queue pair before starting.
-  kFenced = 1u << 1,
-  // Copy a WRITE's payload at Post time: the buffer may be reused at once
-  // and needs no lkey. Limited to QueuePairLimits::max_inline_data bytes.
-  kInline = 1u << 2,
-};
+// Send flags of a work request (ibv_send_flags), or-ed together.
+// kSignaled: produce a completion on success (errors always produce one).
+inline constexpr uint32_t kSignaled = 1u << 0;
+// kFenced: wait for earlier READs and atomics of the queue pair first.
+inline constexpr uint32_t kFenced = 1u << 1;
+// kInline: copy a WRITE's payload at Post time, so the buffer may be reused
+// at once and needs no lkey. At most QueuePairLimits::max_inline_data bytes.
+inline constexpr uint32_t kInline = 1u << 2;
 
 // Largest single READ or WRITE either backend accepts.
 inline constexpr uint32_t kMaxMessageBytes = 16u << 20;

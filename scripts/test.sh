@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds, and runs the whole test suite with ctest.
+#
+#   scripts/test.sh                  the suite on a Release build
+#   scripts/test.sh --sanitizers     also under ASan+UBSan and under TSan
+#
+# Extra arguments after -- go to ctest (e.g. -- -R Conformance).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+sanitizers=0
+ctest_args=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --sanitizers) sanitizers=1 ;;
+    --) shift; ctest_args=("$@"); break ;;
+    -h|--help) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "test.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+run_suite() {  # $1: sanitizer ('' for none)
+  local sanitize="$1" dir
+  case "$sanitize" in "") dir=build ;; address) dir=build-asan ;; thread) dir=build-tsan ;; esac
+  echo "=== test.sh: ${sanitize:-release} build ==="
+  RKV_SANITIZE="$sanitize" bash scripts/build.sh
+  (cd "$dir" && ctest --output-on-failure -j "$(nproc)" --timeout 300 "${ctest_args[@]}")
+}
+
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}"
+
+run_suite ""
+if [ "$sanitizers" = 1 ]; then
+  run_suite address
+  run_suite thread
+fi
+echo "test.sh: all suites passed"
