@@ -10,7 +10,7 @@ uint32_t MemoryTable::FreshKeyLocked() {
 }
 
 std::pair<uint32_t, uint32_t> MemoryTable::Add(void* addr, uint64_t length, uint32_t access) {
-  absl::MutexLock lock(&mu_);
+  std::unique_lock<std::shared_mutex> lock(mu_);
   RegisteredRange range{static_cast<uint8_t*>(addr), length, access};
   uint32_t lkey = FreshKeyLocked();
   by_lkey_[lkey] = range;
@@ -20,7 +20,7 @@ std::pair<uint32_t, uint32_t> MemoryTable::Add(void* addr, uint64_t length, uint
 }
 
 void MemoryTable::Remove(uint32_t lkey, uint32_t rkey) {
-  absl::MutexLock lock(&mu_);
+  std::unique_lock<std::shared_mutex> lock(mu_);
   by_lkey_.erase(lkey);
   by_rkey_.erase(rkey);
 }
@@ -37,7 +37,7 @@ uint8_t* MemoryTable::Check(const RegisteredRange& r, uint64_t addr, uint64_t le
 
 bool MemoryTable::CheckLocal(uint32_t lkey, const void* addr, uint64_t len,
                              uint32_t required) const {
-  absl::ReaderMutexLock lock(&mu_);
+  std::shared_lock<std::shared_mutex> lock(mu_);
   auto it = by_lkey_.find(lkey);
   if (it == by_lkey_.end()) return false;
   return Check(it->second, reinterpret_cast<uintptr_t>(addr), len, required) != nullptr;

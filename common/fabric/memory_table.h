@@ -8,7 +8,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
+#include <mutex>
+#include <shared_mutex>
 #include "common/fabric/types.h"
 #include "common/random.h"
 
@@ -36,7 +37,7 @@ class MemoryTable {
   template <typename Fn>
   CompletionStatus WithRemote(uint32_t rkey, uint64_t addr, uint64_t len, uint32_t required,
                               Fn&& fn) const {
-    absl::ReaderMutexLock lock(&mu_);
+    std::shared_lock<std::shared_mutex> lock(mu_);
     auto it = by_rkey_.find(rkey);
     if (it == by_rkey_.end()) return CompletionStatus::kRemoteAccessError;
     uint8_t* p = Check(it->second, addr, len, required);
@@ -54,7 +55,7 @@ class MemoryTable {
                         uint32_t required);
   uint32_t FreshKeyLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  mutable absl::Mutex mu_;
+  mutable std::shared_mutex mu_;
   Rng rng_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint32_t, RegisteredRange> by_rkey_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint32_t, RegisteredRange> by_lkey_ ABSL_GUARDED_BY(mu_);

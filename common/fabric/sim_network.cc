@@ -39,20 +39,20 @@ class SimQueuePair final : public SoftQueuePair {
   uint64_t listener_id() const { return listener_id_; }
 
   bool HasWork() {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     return !outstanding_.empty();
   }
 
   void Step(uint32_t chunk_bytes);
 
   void Disconnect() {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     ConnectionLostLocked();
   }
 
  private:
   absl::Status Submit(std::vector<Pending> batch) override {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     return AdmitLocked(batch);
   }
 
@@ -62,7 +62,7 @@ class SimQueuePair final : public SoftQueuePair {
 };
 
 void SimQueuePair::Step(uint32_t chunk_bytes) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (outstanding_.empty()) return;
   Pending& p = outstanding_.front();
   if (p.drop) {
@@ -121,18 +121,18 @@ SimNetwork::SimNetwork(uint64_t seed, SimOptions options)
       rng_(seed) {}
 
 uint64_t SimNetwork::NextSeed() {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return rng_.Next();
 }
 
 uint64_t SimNetwork::steps() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return steps_;
 }
 
 absl::StatusOr<std::unique_ptr<Listener>> SimNetwork::Listen(
     std::shared_ptr<const MemoryTable> table, const ListenOptions& options) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   std::string name = options.address;
   if (name.empty() || name.back() == ':' || absl::EndsWith(name, ":0")) {
     // Like port 0: pick a name nobody holds.
@@ -154,7 +154,7 @@ absl::StatusOr<std::unique_ptr<QueuePair>> SimNetwork::Connect(
     return absl::InvalidArgumentError(
         absl::StrCat("'", endpoint.address, "' is not a simulated address (sim:NAME)"));
   }
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = listeners_.find(name);
   std::shared_ptr<const MemoryTable> target =
       it == listeners_.end() ? nullptr : it->second.table.lock();
@@ -172,7 +172,7 @@ absl::StatusOr<std::unique_ptr<QueuePair>> SimNetwork::Connect(
 }
 
 void SimNetwork::RemoveListener(const std::string& name, uint64_t id) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   listeners_.erase(name);
   for (SimQueuePair* qp : queue_pairs_) {
     if (qp->listener_id() == id) qp->Disconnect();
@@ -180,7 +180,7 @@ void SimNetwork::RemoveListener(const std::string& name, uint64_t id) {
 }
 
 void SimNetwork::Detach(SimQueuePair* qp) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   queue_pairs_.erase(std::remove(queue_pairs_.begin(), queue_pairs_.end(), qp),
                      queue_pairs_.end());
 }
@@ -197,7 +197,7 @@ bool SimNetwork::StepLocked() {
 }
 
 uint64_t SimNetwork::RunSteps(uint64_t max_steps) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   uint64_t n = 0;
   while (n < max_steps && StepLocked()) n++;
   return n;
@@ -206,7 +206,7 @@ uint64_t SimNetwork::RunSteps(uint64_t max_steps) {
 uint64_t SimNetwork::RunSlice() {
   uint64_t steps;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     steps = 1 + rng_.Uniform(options_.max_steps_per_poll);
   }
   return RunSteps(steps);

@@ -24,7 +24,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include <mutex>
 #include "common/fabric/fabric.h"
 #include "common/fabric/memory_table.h"
 #include "common/random.h"
@@ -84,7 +84,7 @@ class SimNetwork : public std::enable_shared_from_this<SimNetwork> {
 
   const uint64_t seed_;
   const SimOptions options_;
-  mutable absl::Mutex mu_;
+  mutable std::mutex mu_;
   Rng rng_ ABSL_GUARDED_BY(mu_);
   uint64_t steps_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t next_listener_id_ ABSL_GUARDED_BY(mu_) = 1;

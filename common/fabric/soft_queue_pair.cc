@@ -115,6 +115,7 @@ absl::Status SoftQueuePair::AdmitLocked(std::vector<Pending>& batch) {
 void SoftQueuePair::PushLocked(const Completion& c) {
   if (c.status != CompletionStatus::kSuccess) counters_.error_completions++;
   cq_.push_back(c);
+  cq_ready_.notify_all();
 }
 
 void SoftQueuePair::FailAllLocked(CompletionStatus first) {
@@ -150,7 +151,7 @@ void SoftQueuePair::ConnectionLostLocked() {
 }
 
 size_t SoftQueuePair::Poll(absl::Span<Completion> out) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   const size_t n = std::min(out.size(), cq_.size());
   std::copy_n(cq_.begin(), n, out.begin());
   cq_.erase(cq_.begin(), cq_.begin() + static_cast<std::ptrdiff_t>(n));
@@ -159,20 +160,19 @@ size_t SoftQueuePair::Poll(absl::Span<Completion> out) {
 
 size_t SoftQueuePair::Wait(absl::Span<Completion> out, absl::Duration timeout) {
   {
-    absl::MutexLock lock(&mu_);
-    auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !cq_.empty(); };
-    mu_.AwaitWithTimeout(absl::Condition(&ready), timeout);
+    std::unique_lock<std::mutex> lock(mu_);
+    cq_ready_.wait_for(lock, absl::ToChronoNanoseconds(timeout), [this] { return !cq_.empty(); });
   }
   return Poll(out);
 }
 
 bool SoftQueuePair::in_error() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return error_;
 }
 
 QueuePairCounters SoftQueuePair::counters() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return counters_;
 }
 

@@ -5,6 +5,7 @@
 #ifndef RKV_COMMON_FABRIC_SOFT_QUEUE_PAIR_H_
 #define RKV_COMMON_FABRIC_SOFT_QUEUE_PAIR_H_
 
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -12,7 +13,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include <mutex>
 #include "common/fabric/fabric.h"
 #include "common/fabric/memory_table.h"
 #include "common/fabric/remote_op.h"
@@ -74,7 +75,7 @@ class SoftQueuePair : public QueuePair {
   // the rest are flushed, and later posts fail the same way.
   void ConnectionLostLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  mutable absl::Mutex mu_;
+  mutable std::mutex mu_;
   std::deque<Pending> outstanding_ ABSL_GUARDED_BY(mu_);
 
  private:
@@ -88,6 +89,7 @@ class SoftQueuePair : public QueuePair {
   const FaultOptions faults_;
   Rng fault_rng_ ABSL_GUARDED_BY(mu_);
   std::deque<Completion> cq_ ABSL_GUARDED_BY(mu_);
+  std::condition_variable cq_ready_;
   bool error_ ABSL_GUARDED_BY(mu_) = false;
   bool connection_lost_ ABSL_GUARDED_BY(mu_) = false;
   QueuePairCounters counters_ ABSL_GUARDED_BY(mu_);

@@ -52,7 +52,7 @@ class SoftTcpListener final : public Listener {
     stopping_.store(true);
     ::shutdown(listen_fd_.get(), SHUT_RDWR);
     acceptor_.join();
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     for (auto& c : connections_) ::shutdown(c->fd.get(), SHUT_RDWR);
     for (auto& c : connections_) c->thread.join();
   }
@@ -77,7 +77,7 @@ class SoftTcpListener final : public Listener {
   const std::string token_;
   std::atomic<bool> stopping_{false};
   std::thread acceptor_;
-  absl::Mutex mu_;
+  std::mutex mu_;
   std::list<std::unique_ptr<Connection>> connections_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -103,7 +103,7 @@ void SoftTcpListener::AcceptLoop() {
       absl::SleepFor(absl::Milliseconds(20));  // EMFILE and friends: back off, keep serving.
       continue;
     }
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     ReapLocked();
     auto c = std::make_unique<Connection>();
     c->fd = Fd(fd);

@@ -38,16 +38,16 @@ class SoftTcpQueuePair final : public SoftQueuePair {
   // Held across admission and sending so that the wire order of requests
   // is the send-queue order. Never held by the receiver: a blocked send
   // must not stop responses from draining.
-  absl::Mutex send_mu_;
+  std::mutex send_mu_;
   std::thread receiver_;
 };
 
 absl::Status SoftTcpQueuePair::Submit(std::vector<Pending> batch) {
-  absl::MutexLock send_lock(&send_mu_);
+  std::lock_guard<std::mutex> send_lock(send_mu_);
   std::string frames;
   bool drop = false;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     const size_t before = outstanding_.size();
     RKV_RETURN_IF_ERROR(AdmitLocked(batch));
     // Admission either completed everything (error state) or appended the
@@ -83,7 +83,7 @@ bool SoftTcpQueuePair::ReceiveOne() {
       wire::DecodeResponseHeader({reinterpret_cast<const char*>(raw), sizeof(raw)});
   Pending* p = nullptr;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (!outstanding_.empty() && outstanding_.front().refused == CompletionStatus::kSuccess &&
         !outstanding_.front().drop) {
       // Only this thread pops sent requests, so the pointer stays valid.
@@ -106,7 +106,7 @@ bool SoftTcpQueuePair::ReceiveOne() {
       (p->wr.opcode == Opcode::kCas64 || p->wr.opcode == Opcode::kFaa64)) {
     std::memcpy(p->wr.local, &h->value, 8);
   }
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   const CompletionStatus status = p->lose_ack ? CompletionStatus::kRetryExceeded : h->status;
   CompleteFrontLocked(status, p->wr.length);
   // After an error the target closes the connection; so do we.
@@ -117,7 +117,7 @@ void SoftTcpQueuePair::ReceiveLoop() {
   while (ReceiveOne()) {
   }
   ::shutdown(fd_.get(), SHUT_RDWR);
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   ConnectionLostLocked();
 }
 

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
+#include <mutex>
 #include "absl/time/clock.h"
 #include "common/logging.h"
 #include "common/socket.h"
@@ -209,7 +209,7 @@ class VerbsQueuePair final : public QueuePair {
           break;
       }
     }
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     ibv_send_wr* bad = nullptr;
     const int rc = ibv_post_send(conn_->id->qp, wrs.data(), &bad);
     if (rc != 0) {
@@ -229,7 +229,7 @@ class VerbsQueuePair final : public QueuePair {
   size_t Poll(absl::Span<Completion> out) override {
     if (out.empty()) return 0;
     std::vector<ibv_wc> wc(out.size());
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     const int n = ibv_poll_cq(conn_->cq, static_cast<int>(wc.size()), wc.data());
     for (int i = 0; i < n; ++i) {
       out[i] = {wc[i].wr_id, MapOpcode(wc[i].opcode), MapStatus(wc[i].status), wc[i].byte_len};
@@ -251,11 +251,11 @@ class VerbsQueuePair final : public QueuePair {
   }
 
   bool in_error() const override {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     return error_;
   }
   QueuePairCounters counters() const override {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     return counters_;
   }
   QueuePairLimits limits() const override { return limits_; }
@@ -264,7 +264,7 @@ class VerbsQueuePair final : public QueuePair {
   const std::shared_ptr<VerbsDevice> device_;
   const std::unique_ptr<CmConnection> conn_;
   const QueuePairLimits limits_;
-  mutable absl::Mutex mu_;
+  mutable std::mutex mu_;
   bool error_ ABSL_GUARDED_BY(mu_) = false;
   QueuePairCounters counters_ ABSL_GUARDED_BY(mu_);
 };
