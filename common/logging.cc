@@ -3,12 +3,12 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
+#include <ctime>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 
-#include "absl/time/clock.h"
-#include "absl/time/time.h"
 
 namespace rkv {
 namespace {
@@ -49,9 +49,18 @@ namespace logging_internal {
 LogMessage::LogMessage(LogSeverity severity, const char* file, int line)
     : severity_(severity) {
   const char* base = std::strrchr(file, '/');
-  stream_ << SeverityLetter(severity) << ' '
-          << absl::FormatTime("%Y-%m-%d %H:%M:%E6S", absl::Now(), absl::LocalTimeZone())
-          << ' ' << (base ? base + 1 : file) << ':' << line << "] ";
+  // libc rather than absl::FormatTime: Debian's Abseil is not built with
+  // ThreadSanitizer, and its lazy time-zone loading shows up as a race.
+  timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  tm utc;
+  gmtime_r(&now.tv_sec, &utc);
+  char stamp[96];
+  std::snprintf(stamp, sizeof(stamp), "%04d-%02d-%02d %02d:%02d:%02d.%06ldZ", utc.tm_year + 1900,
+                utc.tm_mon + 1, utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec,
+                now.tv_nsec / 1000);
+  stream_ << SeverityLetter(severity) << ' ' << stamp << ' ' << (base ? base + 1 : file) << ':'
+          << line << "] ";
 }
 
 LogMessage::~LogMessage() {
