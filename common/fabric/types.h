@@ -97,6 +97,15 @@ struct Endpoint {
   std::string token;
 };
 
+// A registered region as remote peers see it: where to connect, and the
+// address range and rkey that open it.
+struct RemoteRegion {
+  Endpoint endpoint;
+  uint64_t base = 0;
+  uint64_t length = 0;
+  uint32_t rkey = 0;
+};
+
 }  // namespace rkv::fabric
 
 #endif  // RKV_COMMON_FABRIC_TYPES_H_

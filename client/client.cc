@@ -1,0 +1,308 @@
+// The client: a queue pair to the server, local scratch memory, and the
+// loop that runs operations' rounds with shared doorbells.
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "client/kv_operation.h"
+#include "client/session.h"
+#include "common/logging.h"
+#include "common/status.h"
+#include "rkv/client.h"
+
+namespace rkv {
+namespace {
+
+using client_internal::KvOperation;
+
+class ClientImpl final : public Client, public client_internal::Session {
+ public:
+  ClientImpl(const fabric::RemoteRegion& region, const ClientOptions& options)
+      : region_(region), options_(options) {
+    if (!options_.clock) options_.clock = [] { return absl::Now(); };
+    options_.max_outstanding = std::max<uint32_t>(1, options_.max_outstanding);
+  }
+
+  absl::Status Init();
+
+  // Session.
+  const layout::Layout& layout() const override { return layout_; }
+  const ClientOptions& options() const override { return options_; }
+  absl::Time Now() const override { return options_.clock(); }
+  uint64_t Remote(uint64_t off) const override { return region_.base + off; }
+  uint32_t rkey() const override { return region_.rkey; }
+  uint32_t lkey() const override { return local_->lkey(); }
+  client_internal::ScratchArena& scratch() override { return *arena_; }
+  client_internal::HeapAllocator& heap() override { return *heap_; }
+  client_internal::SlotCache& cache() override { return *cache_; }
+
+  // Client.
+  absl::StatusOr<std::string> Get(absl::string_view key) override {
+    absl::StatusOr<std::string> out;
+    GetAsync(key, [&](absl::StatusOr<std::string> v) { out = std::move(v); });
+    Drain();
+    return out;
+  }
+  absl::Status Put(absl::string_view key, absl::string_view value) override {
+    return RunSync(OpType::kPut, key, value);
+  }
+  absl::Status Insert(absl::string_view key, absl::string_view value) override {
+    return RunSync(OpType::kInsert, key, value);
+  }
+  absl::Status Delete(absl::string_view key) override {
+    return RunSync(OpType::kDelete, key, "");
+  }
+
+  void GetAsync(absl::string_view key, GetCallback done) override {
+    Submit(OpType::kGet, key, "", std::move(done), nullptr);
+  }
+  void PutAsync(absl::string_view key, absl::string_view value, DoneCallback done) override {
+    Submit(OpType::kPut, key, value, nullptr, std::move(done));
+  }
+  void InsertAsync(absl::string_view key, absl::string_view value, DoneCallback done) override {
+    Submit(OpType::kInsert, key, value, nullptr, std::move(done));
+  }
+  void DeleteAsync(absl::string_view key, DoneCallback done) override {
+    Submit(OpType::kDelete, key, "", nullptr, std::move(done));
+  }
+
+  size_t Poll(absl::Duration timeout) override;
+  size_t in_flight() const override { return queued_.size() + active_count_; }
+  OpCosts costs(OpType type) const override { return costs_[static_cast<int>(type)]; }
+  fabric::QueuePairCounters connection_counters() const override {
+    fabric::QueuePairCounters c = past_counters_;
+    if (qp_ != nullptr) {
+      const fabric::QueuePairCounters now = qp_->counters();
+      c.doorbells += now.doorbells;
+      c.requests += now.requests;
+      c.bytes += now.bytes;
+      c.error_completions += now.error_completions;
+    }
+    return c;
+  }
+
+ private:
+  struct Pending {
+    std::unique_ptr<KvOperation> op;
+    GetCallback on_get;
+    DoneCallback on_done;
+  };
+
+  void Submit(OpType type, absl::string_view key, absl::string_view value, GetCallback on_get,
+              DoneCallback on_done) {
+    queued_.push_back({std::make_unique<KvOperation>(*this, type, std::string(key),
+                                                     std::string(value)),
+                       std::move(on_get), std::move(on_done)});
+  }
+
+  absl::Status RunSync(OpType type, absl::string_view key, absl::string_view value) {
+    absl::Status out;
+    Submit(type, key, value, nullptr, [&](absl::Status s) { out = std::move(s); });
+    Drain();
+    return out;
+  }
+
+  void Drain() {
+    while (in_flight() > 0) Poll(absl::Seconds(1));
+  }
+
+  void Complete(Pending& p);
+  void FailActive(const absl::Status& status);
+  absl::Status Reconnect();
+
+  const fabric::RemoteRegion region_;
+  ClientOptions options_;
+  std::unique_ptr<fabric::Fabric> fabric_;
+  std::unique_ptr<fabric::QueuePair> qp_;
+  std::vector<uint8_t> local_mem_;
+  std::unique_ptr<fabric::MemoryRegion> local_;
+  layout::Layout layout_;
+  std::unique_ptr<client_internal::ScratchArena> arena_;
+  std::unique_ptr<client_internal::HeapAllocator> heap_;
+  std::unique_ptr<client_internal::SlotCache> cache_;
+
+  std::deque<Pending> queued_;
+  std::vector<Pending> active_;  // Indexed by the wr_id's high half.
+  size_t active_count_ = 0;
+  OpCosts costs_[kOpTypes];
+  fabric::QueuePairCounters past_counters_;  // Of connections replaced.
+};
+
+absl::Status ClientImpl::Reconnect() {
+  fabric::QueuePairOptions qo;
+  // Every active operation may post a full round at once.
+  qo.max_send_wr = std::max<uint32_t>(512, options_.max_outstanding * 40);
+  RKV_ASSIGN_OR_RETURN(qp_, fabric_->Connect(region_.endpoint, qo));
+  return absl::OkStatus();
+}
+
+absl::Status ClientImpl::Init() {
+  if (options_.scratch_bytes < (2u << 20) + 4096) {
+    return absl::InvalidArgumentError("scratch_bytes must be at least 2 MiB");
+  }
+  RKV_ASSIGN_OR_RETURN(fabric_, fabric::OpenFabric(options_.fabric));
+  local_mem_.resize(options_.scratch_bytes);
+  RKV_ASSIGN_OR_RETURN(local_, fabric_->RegisterMemory(local_mem_.data(), local_mem_.size(),
+                                                       fabric::kLocalWrite));
+  RKV_RETURN_IF_ERROR(Reconnect());
+  // Read the region header: it says where the index and the heap are.
+  const uint32_t n = layout::HeaderOffsets::kChecksum + 4;
+  RKV_RETURN_IF_ERROR(qp_->Post({fabric::WorkRequest::Read(0, local_mem_.data(), n,
+                                                           local_->lkey(), region_.base,
+                                                           region_.rkey)}));
+  fabric::Completion c;
+  if (qp_->Wait({&c, 1}, absl::Seconds(10)) != 1) {
+    return absl::DeadlineExceededError("reading the region header timed out");
+  }
+  if (c.status != fabric::CompletionStatus::kSuccess) {
+    return absl::UnavailableError(absl::StrCat("reading the region header: ",
+                                               fabric::CompletionStatusName(c.status)));
+  }
+  RKV_ASSIGN_OR_RETURN(layout_, layout::ParseHeader(
+                                    absl::string_view(reinterpret_cast<char*>(local_mem_.data()), n),
+                                    region_.length));
+  arena_ = std::make_unique<client_internal::ScratchArena>(local_mem_.data(), local_mem_.size());
+  heap_ = std::make_unique<client_internal::HeapAllocator>(layout_, options_.heap_chunk_bytes,
+                                                           options_.grace_period);
+  cache_ = std::make_unique<client_internal::SlotCache>(options_.cache_entries);
+  active_.resize(options_.max_outstanding);
+  return absl::OkStatus();
+}
+
+void ClientImpl::Complete(Pending& p) {
+  KvOperation& op = *p.op;
+  OpCosts& c = costs_[static_cast<int>(op.type())];
+  c.ops++;
+  c.round_trips += op.costs().round_trips;
+  c.requests += op.costs().requests;
+  c.bytes += op.costs().bytes;
+  c.retries += op.costs().retries;
+  GetCallback on_get = std::move(p.on_get);
+  DoneCallback on_done = std::move(p.on_done);
+  absl::Status status = op.status();
+  std::string result = std::move(op.result());
+  p.op.reset();  // Frees its scratch memory before the callback runs.
+  if (on_get) {
+    if (status.ok()) {
+      on_get(std::move(result));
+    } else {
+      on_get(std::move(status));
+    }
+  } else if (on_done) {
+    on_done(std::move(status));
+  }
+}
+
+void ClientImpl::FailActive(const absl::Status& status) {
+  for (Pending& p : active_) {
+    if (p.op == nullptr) continue;
+    p.op->round().clear();
+    // The operation's requests may or may not have executed.
+    Pending done = std::move(p);
+    p = Pending{};
+    active_count_--;
+    if (done.on_get) done.on_get(status);
+    if (done.on_done) done.on_done(status);
+  }
+  past_counters_ = connection_counters();
+  qp_.reset();
+}
+
+size_t ClientImpl::Poll(absl::Duration timeout) {
+  size_t finished = 0;
+  if (qp_ == nullptr) {
+    if (absl::Status s = Reconnect(); !s.ok()) {
+      while (!queued_.empty()) {
+        Pending p = std::move(queued_.front());
+        queued_.pop_front();
+        if (p.on_get) p.on_get(s);
+        if (p.on_done) p.on_done(s);
+        finished++;
+      }
+      return finished;
+    }
+  }
+  // Start queued operations while there is room.
+  for (size_t i = 0; i < active_.size() && !queued_.empty(); ++i) {
+    if (active_[i].op != nullptr) continue;
+    Pending& next = queued_.front();
+    next.op->Step();
+    if (next.op->blocked()) {
+      if (active_count_ == 0) {
+        next.op->Finish(absl::ResourceExhaustedError(
+            "client scratch memory too small for this operation; raise scratch_bytes"));
+      } else {
+        break;  // Waits for running operations to free memory.
+      }
+    }
+    active_[i] = std::move(next);
+    queued_.pop_front();
+    active_count_++;
+  }
+  // One doorbell for every round that is ready; each round signals only
+  // its last request (a queue pair completes in order).
+  std::vector<fabric::WorkRequest> batch;
+  const absl::Time now = Now();
+  for (size_t i = 0; i < active_.size(); ++i) {
+    Pending& p = active_[i];
+    if (p.op == nullptr) continue;
+    if (p.op->finished()) {
+      Complete(p);
+      p = Pending{};
+      active_count_--;
+      finished++;
+      continue;
+    }
+    auto& round = p.op->round();
+    if (round.empty()) continue;
+    p.op->OnPosted(now);
+    for (size_t k = 0; k < round.size(); ++k) {
+      fabric::WorkRequest wr = round[k];
+      wr.wr_id = (uint64_t{i} << 32) | k;
+      wr.flags = k + 1 == round.size() ? fabric::kSignaled : 0;
+      batch.push_back(wr);
+    }
+    round.clear();
+  }
+  if (!batch.empty()) {
+    if (absl::Status s = qp_->Post(batch); !s.ok()) {
+      FailActive(absl::UnavailableError(absl::StrCat("posting to the server: ", s.message())));
+      return finished + 1;
+    }
+  }
+  if (active_count_ == 0) return finished;
+  fabric::Completion cs[64];
+  size_t n = qp_->Poll(absl::MakeSpan(cs));
+  if (n == 0 && finished == 0 && timeout > absl::ZeroDuration()) {
+    n = qp_->Wait(absl::MakeSpan(cs), timeout);
+  }
+  for (size_t k = 0; k < n; ++k) {
+    if (cs[k].status != fabric::CompletionStatus::kSuccess) {
+      FailActive(absl::UnavailableError(absl::StrCat(
+          "connection to the server failed: ", fabric::CompletionStatusName(cs[k].status))));
+      return finished + 1;
+    }
+    Pending& p = active_[cs[k].wr_id >> 32];
+    if (p.op == nullptr) continue;
+    p.op->Step();
+    if (p.op->finished()) {
+      Complete(p);
+      p = Pending{};
+      active_count_--;
+      finished++;
+    }
+  }
+  return finished;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Open(const fabric::RemoteRegion& region,
+                                                     const ClientOptions& options) {
+  auto client = std::make_unique<ClientImpl>(region, options);
+  RKV_RETURN_IF_ERROR(client->Init());
+  return std::unique_ptr<Client>(std::move(client));
+}
+
+}  // namespace rkv

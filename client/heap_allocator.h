@@ -1,0 +1,50 @@
+// Client-side allocation of KV blocks in a server's heap. Chunks come from
+// the server with one FAA on the region's heap cursor; blocks are carved
+// from the current chunk by size class. A freed block waits out the grace
+// period before reuse, so that no reader that could still trust it sees it
+// change.
+#ifndef RKV_CLIENT_HEAP_ALLOCATOR_H_
+#define RKV_CLIENT_HEAP_ALLOCATOR_H_
+
+#include <array>
+#include <cstdint>
+#include <deque>
+
+#include "absl/time/time.h"
+#include "common/layout/region_format.h"
+
+namespace rkv::client_internal {
+
+class HeapAllocator {
+ public:
+  HeapAllocator(const layout::Layout& layout, uint64_t chunk_bytes, absl::Duration grace);
+
+  // A block of `size_class`, as a region offset; 0 when a new chunk is
+  // needed first (see ChunkRequestBytes / AddChunk).
+  uint64_t Allocate(uint8_t size_class, absl::Time now);
+  // Bytes to FAA from the heap cursor so that Allocate(size_class) succeeds.
+  uint64_t ChunkRequestBytes(uint8_t size_class) const;
+  // Records the FAA's result: the cursor value before it. ResourceExhausted
+  // when the heap cannot hold the chunk.
+  bool AddChunk(uint64_t old_cursor, uint64_t bytes);
+  // Returns a block; reusable from `unlinked_at + grace`.
+  void Free(uint64_t offset, uint8_t size_class, absl::Time unlinked_at);
+  // Returns a block nobody has ever seen (never published): reusable now.
+  void FreeUnpublished(uint64_t offset, uint8_t size_class);
+
+ private:
+  struct Freed {
+    uint64_t offset;
+    absl::Time reusable_at;
+  };
+  const layout::Layout layout_;
+  const uint64_t chunk_bytes_;
+  const absl::Duration grace_;
+  uint64_t chunk_next_ = 0;  // Region offsets.
+  uint64_t chunk_end_ = 0;
+  std::array<std::deque<Freed>, 256> free_;
+};
+
+}  // namespace rkv::client_internal
+
+#endif  // RKV_CLIENT_HEAP_ALLOCATOR_H_

@@ -1,0 +1,105 @@
+// rkv client library: GET, PUT, INSERT and DELETE on a server's region with
+// one-sided RDMA only (READ, WRITE, CAS, FAA). No server CPU is involved.
+//
+//   auto client = rkv::Client::Open(address, options);
+//   client->Put("k", "v");
+//   absl::StatusOr<std::string> v = client->Get("k");
+//
+// The asynchronous calls let one thread keep many operations in flight;
+// their requests share doorbells. Drive them with Poll(). A Client is used
+// by one thread at a time; open one per thread.
+#ifndef RKV_CLIENT_INCLUDE_RKV_CLIENT_H_
+#define RKV_CLIENT_INCLUDE_RKV_CLIENT_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "common/fabric/fabric.h"
+
+namespace rkv {
+
+struct ClientOptions {
+  fabric::FabricOptions fabric;
+  // Operations in flight at once; more are queued.
+  uint32_t max_outstanding = 64;
+  // Key -> (slot, slot value) entries kept (0 disables the cache). About
+  // 100 bytes each plus the key.
+  size_t cache_entries = 1 << 16;
+  // A replaced or deleted block is reused only this long after it was
+  // unlinked; a reader whose bucket read and block read are further apart
+  // starts over. Must exceed any stall a reader may suffer.
+  absl::Duration grace_period = absl::Milliseconds(200);
+  // Heap taken from the server per FAA.
+  uint64_t heap_chunk_bytes = 256 << 10;
+  // Registered local memory for requests' buffers; at least 2 MiB.
+  uint64_t scratch_bytes = 8 << 20;
+  // Time source; tests on the deterministic fabric pass a simulated one.
+  std::function<absl::Time()> clock;
+
+  // Test hooks that break the protocol on purpose, so that the tests can
+  // show the linearizability checker catches what they break.
+  bool testing_skip_conflict_resolution = false;
+  bool testing_skip_block_checksum = false;
+};
+
+enum class OpType { kGet = 0, kPut = 1, kInsert = 2, kDelete = 3 };
+inline constexpr int kOpTypes = 4;
+
+// What operations of one type cost, summed.
+struct OpCosts {
+  uint64_t ops = 0;
+  uint64_t round_trips = 0;  // Doorbells whose completion the operation waited for.
+  uint64_t requests = 0;
+  uint64_t bytes = 0;
+  uint64_t retries = 0;  // Restarts: torn or reused blocks, lost races.
+};
+
+class Client {
+ public:
+  using GetCallback = std::function<void(absl::StatusOr<std::string>)>;
+  using DoneCallback = std::function<void(absl::Status)>;
+
+  // Connects to the region and reads its header. Keys up to 1 KiB; values
+  // up to 1 MiB.
+  static absl::StatusOr<std::unique_ptr<Client>> Open(const fabric::RemoteRegion& region,
+                                                      const ClientOptions& options = {});
+  virtual ~Client() = default;
+
+  // NotFound when absent.
+  virtual absl::StatusOr<std::string> Get(absl::string_view key) = 0;
+  // Insert or overwrite.
+  virtual absl::Status Put(absl::string_view key, absl::string_view value) = 0;
+  // AlreadyExists when present.
+  virtual absl::Status Insert(absl::string_view key, absl::string_view value) = 0;
+  // NotFound when absent.
+  virtual absl::Status Delete(absl::string_view key) = 0;
+
+  // Asynchronous forms: start the operation and return; `done` runs inside
+  // a later Poll(). Errors in the arguments are reported through `done`.
+  virtual void GetAsync(absl::string_view key, GetCallback done) = 0;
+  virtual void PutAsync(absl::string_view key, absl::string_view value, DoneCallback done) = 0;
+  virtual void InsertAsync(absl::string_view key, absl::string_view value,
+                           DoneCallback done) = 0;
+  virtual void DeleteAsync(absl::string_view key, DoneCallback done) = 0;
+
+  // Posts what in-flight operations need (one doorbell for all of them),
+  // handles completions, and runs callbacks. Waits up to `timeout` for a
+  // completion when nothing else can progress. Returns operations finished.
+  virtual size_t Poll(absl::Duration timeout = absl::ZeroDuration()) = 0;
+  // Operations started and not yet finished.
+  virtual size_t in_flight() const = 0;
+
+  virtual OpCosts costs(OpType type) const = 0;
+  // The connection's own counters: doorbells here count shared rounds once.
+  virtual fabric::QueuePairCounters connection_counters() const = 0;
+};
+
+}  // namespace rkv
+
+#endif  // RKV_CLIENT_INCLUDE_RKV_CLIENT_H_

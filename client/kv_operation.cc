@@ -1,0 +1,507 @@
+#include "client/kv_operation.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace rkv::client_internal {
+namespace {
+
+using fabric::WorkRequest;
+using layout::Slot;
+
+// Restarts (torn or reused blocks, lost races) before an operation gives up.
+constexpr int kMaxRetries = 200;
+// Two combined buckets, then result words: [0] CAS, [1..kMaxKills] kills,
+// [kFaaWord] the heap-cursor FAA.
+constexpr int kResultWords = 32;
+constexpr int kFaaWord = kResultWords - 1;
+constexpr size_t kMaxKills = kResultWords - 2;
+constexpr uint64_t kFixedScratch = 2 * layout::kCombinedBucketBytes + kResultWords * 8;
+
+uint64_t Load64(const uint8_t* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+
+}  // namespace
+
+KvOperation::KvOperation(Session& session, OpType type, std::string key, std::string value)
+    : s_(session),
+      type_(type),
+      key_(std::move(key)),
+      value_(std::move(value)),
+      write_(type == OpType::kPut || type == OpType::kInsert) {}
+
+KvOperation::~KvOperation() {
+  s_.scratch().Free(fixed_);
+  s_.scratch().Free(block_buf_);
+  for (uint8_t* b : read_bufs_) s_.scratch().Free(b);
+}
+
+void KvOperation::OnPosted(absl::Time at) {
+  round_posted_at_ = at;
+  costs_.round_trips++;
+  costs_.requests += round_.size();
+  for (const WorkRequest& wr : round_) costs_.bytes += wr.length;
+}
+
+void KvOperation::AddRead(uint64_t off, void* local, uint32_t len) {
+  round_.push_back(WorkRequest::Read(0, local, len, s_.lkey(), s_.Remote(off), s_.rkey()));
+}
+void KvOperation::AddWrite(uint64_t off, const void* local, uint32_t len) {
+  round_.push_back(WorkRequest::Write(0, local, len, s_.lkey(), s_.Remote(off), s_.rkey()));
+}
+void KvOperation::AddCas(uint64_t off, uint64_t* result, uint64_t expected, uint64_t desired) {
+  round_.push_back(
+      WorkRequest::Cas(0, result, s_.lkey(), s_.Remote(off), s_.rkey(), expected, desired));
+}
+void KvOperation::AddFaa(uint64_t off, uint64_t* result, uint64_t add) {
+  round_.push_back(WorkRequest::Faa(0, result, s_.lkey(), s_.Remote(off), s_.rkey(), add));
+}
+
+void KvOperation::Finish(absl::Status status) {
+  status_ = std::move(status);
+  finished_ = true;
+  round_.clear();
+}
+
+void KvOperation::Step() {
+  switch (state_) {
+    case State::kStart: return Start();
+    case State::kChunk: return OnChunk();
+    case State::kBuckets: return OnBuckets();
+    case State::kBlocks: return OnBlocks();
+    case State::kClaim: return OnClaim();
+    case State::kCommit: return OnCommit();
+    case State::kKill: return OnKill();
+    case State::kYield: return ReadBuckets();  // Re-decide from a fresh read.
+    case State::kUpdate: return OnUpdate();
+    case State::kCachedGet: return OnCachedGet();
+    case State::kCachedCas: return OnCachedCas();
+    case State::kDirectCommit:
+      if (words_[0] == 0) return Finish(absl::OkStatus());
+      return ReadBuckets();
+  }
+}
+
+void KvOperation::Start() {
+  if (key_.empty() || key_.size() > layout::kMaxKeyBytes) {
+    return Finish(absl::InvalidArgumentError(absl::StrCat(
+        "key of ", key_.size(), " bytes; keys are 1 to ", layout::kMaxKeyBytes, " bytes")));
+  }
+  if (value_.size() > layout::kMaxValueBytes) {
+    return Finish(absl::InvalidArgumentError(absl::StrCat(
+        "value of ", value_.size(), " bytes; values are at most ", layout::kMaxValueBytes,
+        " bytes")));
+  }
+  if (write_) {
+    size_class_ = layout::ClassFor(layout::BlockBytes(key_.size(), value_.size()));
+  }
+  const uint64_t block_bytes = write_ ? layout::ClassBytes(size_class_) : 0;
+  fixed_ = s_.scratch().Allocate(kFixedScratch);
+  block_buf_ = block_bytes ? s_.scratch().Allocate(block_bytes) : nullptr;
+  if (fixed_ == nullptr || (block_bytes && block_buf_ == nullptr)) {
+    s_.scratch().Free(fixed_);
+    s_.scratch().Free(block_buf_);
+    fixed_ = block_buf_ = nullptr;
+    blocked_ = true;
+    return;
+  }
+  blocked_ = false;
+  words_ = reinterpret_cast<uint64_t*>(fixed_ + 2 * layout::kCombinedBucketBytes);
+  place_ = layout::PlaceKey(key_, s_.layout().groups);
+  for (int i = 0; i < 2; ++i) {
+    bucket_offset_[i] = layout::CombinedBucketOffset(s_.layout(), place_.group[i], place_.side[i]);
+  }
+  if (bucket_offset_[0] > bucket_offset_[1]) std::swap(bucket_offset_[0], bucket_offset_[1]);
+
+  const CachedSlot* cached = s_.cache().Find(key_);
+  const bool fresh = cached && s_.Now() - cached->seen_at < s_.options().grace_period / 2;
+  switch (type_) {
+    case OpType::kGet:
+      if (cached != nullptr) {
+        const uint64_t bytes = layout::ClassBytes(Slot::Decode(cached->word).size_class);
+        uint8_t* buf = s_.scratch().Allocate(bytes);
+        if (buf != nullptr) {
+          read_bufs_.push_back(buf);
+          target_slot_ = cached->slot_offset;
+          expected_ = cached->word;
+          // The slot, then its block: one doorbell, executed in order.
+          AddRead(cached->slot_offset, &words_[0], 8);
+          AddRead(Slot::Decode(cached->word).offset, buf, static_cast<uint32_t>(bytes));
+          state_ = State::kCachedGet;
+          return;
+        }
+      }
+      return ReadBuckets();
+    case OpType::kDelete:
+      if (fresh) {
+        target_slot_ = cached->slot_offset;
+        expected_ = cached->word;
+        AddCas(target_slot_, &words_[0], expected_, 0);
+        state_ = State::kCachedCas;
+        return;
+      }
+      return ReadBuckets();
+    case OpType::kPut:
+    case OpType::kInsert:
+      layout::EncodeBlockInto(key_, value_, block_buf_);
+      return StartWrite();
+  }
+}
+
+void KvOperation::StartWrite() {
+  my_block_ = s_.heap().Allocate(size_class_, s_.Now());
+  if (my_block_ == 0) {
+    chunk_bytes_ = s_.heap().ChunkRequestBytes(size_class_);
+    AddFaa(layout::HeaderOffsets::kHeapCursor, &words_[kFaaWord], chunk_bytes_);
+    state_ = State::kChunk;
+    return;
+  }
+  my_committed_ = Slot{place_.fingerprint, size_class_, my_block_, false}.Encode();
+  my_pending_ = my_committed_ | 1;
+  const uint32_t block_len = static_cast<uint32_t>(layout::ClassBytes(size_class_));
+  AddWrite(my_block_, block_buf_, block_len);
+  const CachedSlot* cached = s_.cache().Find(key_);
+  if (type_ == OpType::kPut && cached != nullptr &&
+      s_.Now() - cached->seen_at < s_.options().grace_period / 2) {
+    // The block lands before the CAS that publishes it: same queue pair.
+    target_slot_ = cached->slot_offset;
+    expected_ = cached->word;
+    AddCas(target_slot_, &words_[0], expected_, my_committed_);
+    state_ = State::kCachedCas;
+    return;
+  }
+  ReadBuckets();
+}
+
+void KvOperation::OnChunk() {
+  if (!s_.heap().AddChunk(words_[kFaaWord], chunk_bytes_)) {
+    return Finish(absl::ResourceExhaustedError(
+        absl::StrCat("the server's heap is full (", s_.layout().heap_bytes, " bytes)")));
+  }
+  StartWrite();
+}
+
+void KvOperation::ReadBuckets() {
+  for (int i = 0; i < 2; ++i) {
+    AddRead(bucket_offset_[i], fixed_ + i * layout::kCombinedBucketBytes,
+            layout::kCombinedBucketBytes);
+  }
+  state_ = State::kBuckets;
+}
+
+void KvOperation::Restart() {
+  if (++costs_.retries > kMaxRetries) {
+    return Finish(absl::UnavailableError(
+        absl::StrCat("no consistent view of key after ", kMaxRetries, " retries")));
+  }
+  known_.clear();
+  known_values_.clear();
+  ReadBuckets();
+}
+
+bool KvOperation::KeyMatches(uint64_t word) const {
+  if (IsMine(word)) return true;
+  auto it = known_.find(layout::CommittedOf(word));
+  return it != known_.end() && it->second;
+}
+
+void KvOperation::OnBuckets() {
+  observed_at_ = round_posted_at_;
+  if (observed_at_ - known_since_ > s_.options().grace_period / 2) {
+    known_.clear();  // Block identities may have been reused since.
+    known_values_.clear();
+    known_since_ = observed_at_;
+  }
+  slots_.clear();
+  for (int b = 0; b < 2; ++b) {
+    for (uint32_t i = 0; i < layout::kSlotsPerCombinedBucket; ++i) {
+      const uint64_t off = layout::SlotOffset(bucket_offset_[b], i);
+      if (b == 1 && std::any_of(slots_.begin(), slots_.end(),
+                                [&](const SlotSeen& s) { return s.offset == off; })) {
+        continue;  // The shared overflow bucket of one group, read twice.
+      }
+      const uint64_t rel = off - bucket_offset_[b] + b * layout::kCombinedBucketBytes;
+      slots_.push_back({off, Load64(fixed_ + rel)});
+    }
+  }
+  candidates_.clear();
+  for (const SlotSeen& s : slots_) {
+    if (s.word == 0 || Slot::Decode(s.word).fingerprint != place_.fingerprint) continue;
+    if (IsMine(s.word) || known_.contains(layout::CommittedOf(s.word))) continue;
+    candidates_.push_back(s);
+  }
+  if (candidates_.empty()) return Decide();
+  for (const SlotSeen& c : candidates_) {
+    const Slot slot = Slot::Decode(c.word);
+    const uint64_t bytes = layout::ClassBytes(slot.size_class);
+    uint8_t* buf = bytes ? s_.scratch().Allocate(bytes) : nullptr;
+    if (buf == nullptr) {
+      known_[layout::CommittedOf(c.word)] = false;  // Garbage slot or no memory: not ours.
+      continue;
+    }
+    read_bufs_.push_back(buf);
+    AddRead(slot.offset, buf, static_cast<uint32_t>(bytes));
+  }
+  if (round_.empty()) return Decide();
+  state_ = State::kBlocks;
+}
+
+void KvOperation::OnBlocks() {
+  const bool late = s_.Now() - observed_at_ > s_.options().grace_period;
+  size_t next_buf = 0;
+  bool torn = false;
+  for (const SlotSeen& c : candidates_) {
+    const uint64_t id = layout::CommittedOf(c.word);
+    if (known_.contains(id)) continue;
+    uint8_t* buf = read_bufs_[next_buf++];
+    const uint64_t bytes = layout::ClassBytes(Slot::Decode(c.word).size_class);
+    absl::string_view raw(reinterpret_cast<char*>(buf), bytes);
+    absl::StatusOr<layout::BlockView> block = layout::DecodeBlock(raw);
+    if (!block.ok() && s_.options().testing_skip_block_checksum && bytes >= 16) {
+      // Test hook: trust the lengths without the checksum.
+      uint16_t klen;
+      uint32_t vlen;
+      std::memcpy(&klen, buf + 4, 2);
+      std::memcpy(&vlen, buf + 8, 4);
+      if (16 + uint64_t{klen} + vlen <= bytes) {
+        block = layout::BlockView{raw.substr(16, klen), raw.substr(16 + klen, vlen)};
+      }
+    }
+    if (!block.ok()) {
+      torn = true;
+      continue;
+    }
+    const bool match = block->key == key_;
+    known_[id] = match;
+    if (match && type_ == OpType::kGet) known_values_[id] = std::string(block->value);
+  }
+  for (uint8_t* b : read_bufs_) s_.scratch().Free(b);
+  read_bufs_.clear();
+  // A block read that outlasted the grace period may show a reused block,
+  // and a torn one was changed under us: start over either way.
+  if (late || torn) return Restart();
+  Decide();
+}
+
+void KvOperation::Decide() {
+  switch (type_) {
+    case OpType::kGet: return DecideGet();
+    case OpType::kDelete: return DecideDelete();
+    case OpType::kPut:
+    case OpType::kInsert: return DecideWrite();
+  }
+}
+
+void KvOperation::DecideGet() {
+  for (const SlotSeen& s : slots_) {
+    if (s.word == 0 || layout::IsPending(s.word) || !KeyMatches(s.word)) continue;
+    result_ = known_values_[layout::CommittedOf(s.word)];
+    s_.cache().Put(key_, {s.offset, s.word, observed_at_});
+    return Finish(absl::OkStatus());
+  }
+  s_.cache().Erase(key_);
+  Finish(absl::NotFoundError("key not found"));
+}
+
+void KvOperation::DecideDelete() {
+  for (const SlotSeen& s : slots_) {
+    if (s.word == 0 || layout::IsPending(s.word) || !KeyMatches(s.word)) continue;
+    target_slot_ = s.offset;
+    expected_ = s.word;
+    AddCas(s.offset, &words_[0], s.word, 0);
+    state_ = State::kUpdate;
+    return;
+  }
+  s_.cache().Erase(key_);
+  Finish(absl::NotFoundError("key not found"));
+}
+
+void KvOperation::DecideWrite() {
+  const SlotSeen* committed = nullptr;
+  const SlotSeen* mine = nullptr;
+  std::vector<const SlotSeen*> others;
+  for (const SlotSeen& s : slots_) {
+    if (s.word == 0 || !KeyMatches(s.word)) continue;
+    if (s.word == my_pending_) {
+      mine = &s;
+    } else if (!layout::IsPending(s.word)) {
+      committed = &s;
+    } else {
+      others.push_back(&s);
+    }
+  }
+  if (committed != nullptr && committed->word == my_committed_) {
+    // Someone helped our claim commit.
+    s_.cache().Put(key_, {committed->offset, committed->word, observed_at_});
+    return Finish(absl::OkStatus());
+  }
+  if (committed != nullptr) {
+    if (mine != nullptr) {
+      // The key was committed elsewhere: withdraw our claim first.
+      AddCas(mine->offset, &words_[0], my_pending_, 0);
+      state_ = State::kYield;
+      return;
+    }
+    if (type_ == OpType::kInsert) {
+      s_.cache().Put(key_, {committed->offset, committed->word, observed_at_});
+      FreeMyBlock();
+      return Finish(absl::AlreadyExistsError("key already exists"));
+    }
+    target_slot_ = committed->offset;
+    expected_ = committed->word;
+    AddCas(committed->offset, &words_[0], committed->word, my_committed_);
+    state_ = State::kUpdate;
+    return;
+  }
+  if (mine == nullptr) return Claim();
+  if (others.empty()) {
+    AddCas(mine->offset, &words_[0], my_pending_, my_committed_);
+    target_slot_ = mine->offset;
+    state_ = State::kCommit;
+    return;
+  }
+  // Concurrent claims of our key: the highest slot wins.
+  const SlotSeen* winner = mine;
+  for (const SlotSeen* o : others) {
+    if (o->offset > winner->offset) winner = o;
+  }
+  if (winner == mine) {
+    kill_.clear();
+    for (const SlotSeen* o : others) {
+      if (kill_.size() == kMaxKills) break;  // The rest on a later round.
+      kill_.push_back(*o);
+      AddCas(o->offset, &words_[kill_.size()], o->word, 0);
+    }
+    state_ = State::kKill;
+    return;
+  }
+  // Help the winner commit (its block is complete: it was written before
+  // the claim), then withdraw ours. Re-reading then finds it committed.
+  AddCas(winner->offset, &words_[1], winner->word, layout::CommittedOf(winner->word));
+  AddCas(mine->offset, &words_[0], my_pending_, 0);
+  state_ = State::kYield;
+}
+
+void KvOperation::Claim() {
+  // The emptier of the two combined buckets, its first free slot.
+  const SlotSeen* best = nullptr;
+  int best_free = -1;
+  for (int b = 0; b < 2; ++b) {
+    int free = 0;
+    const SlotSeen* first = nullptr;
+    for (const SlotSeen& s : slots_) {
+      const bool in_bucket = s.offset >= bucket_offset_[b] &&
+                             s.offset < bucket_offset_[b] + layout::kCombinedBucketBytes;
+      if (in_bucket && s.word == 0) {
+        free++;
+        if (first == nullptr) first = &s;
+      }
+    }
+    if (free > best_free && first != nullptr) {
+      best_free = free;
+      best = first;
+    }
+  }
+  if (best == nullptr) {
+    FreeMyBlock();
+    return Finish(absl::ResourceExhaustedError(
+        "index full: both candidate buckets of the key have no free slot"));
+  }
+  target_slot_ = best->offset;
+  ever_claimed_ = true;
+  if (s_.options().testing_skip_conflict_resolution) {
+    AddCas(best->offset, &words_[0], 0, my_committed_);
+    state_ = State::kDirectCommit;
+    return;
+  }
+  AddCas(best->offset, &words_[0], 0, my_pending_);
+  ReadBuckets();  // Same doorbell, after the CAS: sees our claim and rivals'.
+  state_ = State::kClaim;
+}
+
+void KvOperation::OnClaim() { OnBuckets(); }
+
+void KvOperation::OnCommit() {
+  if (words_[0] == my_pending_ || words_[0] == my_committed_) {
+    s_.cache().Put(key_, {target_slot_, my_committed_, round_posted_at_});
+    return Finish(absl::OkStatus());
+  }
+  ReadBuckets();  // Our claim was killed by a higher one: re-decide.
+}
+
+void KvOperation::OnKill() {
+  for (size_t i = 0; i < kill_.size(); ++i) {
+    if (words_[i + 1] != kill_[i].word) return ReadBuckets();  // A rival moved first.
+  }
+  for (const SlotSeen& s : slots_) {
+    if (s.word == my_pending_) {
+      AddCas(s.offset, &words_[0], my_pending_, my_committed_);
+      target_slot_ = s.offset;
+      state_ = State::kCommit;
+      return;
+    }
+  }
+  ReadBuckets();
+}
+
+void KvOperation::OnUpdate() {
+  if (words_[0] != expected_) {
+    s_.cache().Erase(key_);
+    if (++costs_.retries > kMaxRetries) {
+      return Finish(absl::UnavailableError("too much contention on the key"));
+    }
+    return ReadBuckets();
+  }
+  const Slot old = Slot::Decode(expected_);
+  s_.heap().Free(old.offset, old.size_class, s_.Now());
+  if (type_ == OpType::kDelete) {
+    s_.cache().Erase(key_);
+  } else {
+    s_.cache().Put(key_, {target_slot_, my_committed_, round_posted_at_});
+  }
+  Finish(absl::OkStatus());
+}
+
+void KvOperation::OnCachedGet() {
+  uint8_t* buf = read_bufs_.empty() ? nullptr : read_bufs_[0];
+  const uint64_t bytes = layout::ClassBytes(Slot::Decode(expected_).size_class);
+  if (words_[0] == expected_ && buf != nullptr &&
+      s_.Now() - round_posted_at_ <= s_.options().grace_period) {
+    absl::StatusOr<layout::BlockView> block =
+        layout::DecodeBlock(absl::string_view(reinterpret_cast<char*>(buf), bytes));
+    if (block.ok() && block->key == key_) {
+      result_ = std::string(block->value);
+      s_.cache().Put(key_, {target_slot_, expected_, round_posted_at_});
+      return Finish(absl::OkStatus());
+    }
+  }
+  for (uint8_t* b : read_bufs_) s_.scratch().Free(b);
+  read_bufs_.clear();
+  s_.cache().Erase(key_);
+  ReadBuckets();
+}
+
+void KvOperation::OnCachedCas() {
+  if (words_[0] == expected_) return OnUpdate();
+  s_.cache().Erase(key_);
+  ReadBuckets();  // For a PUT the block is written already; it stays ours.
+}
+
+void KvOperation::FreeMyBlock() {
+  if (my_block_ == 0) return;
+  // A block that sat in a claimed slot may still be named by a rival's
+  // stale CAS: it waits out the grace period like any other.
+  if (ever_claimed_) {
+    s_.heap().Free(my_block_, size_class_, s_.Now());
+  } else {
+    s_.heap().FreeUnpublished(my_block_, size_class_);
+  }
+  my_block_ = 0;
+}
+
+}  // namespace rkv::client_internal

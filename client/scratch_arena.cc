@@ -1,0 +1,48 @@
+#include "client/scratch_arena.h"
+
+#include "common/logging.h"
+
+namespace rkv::client_internal {
+
+ScratchArena::ScratchArena(uint8_t* base, uint64_t size) : base_(base), size_(size / 64 * 64) {
+  free_[0] = size_;
+}
+
+uint8_t* ScratchArena::Allocate(uint64_t bytes) {
+  bytes = (bytes + 63) / 64 * 64;
+  if (bytes == 0) bytes = 64;
+  for (auto it = free_.begin(); it != free_.end(); ++it) {
+    if (it->second < bytes) continue;
+    const uint64_t off = it->first;
+    const uint64_t rest = it->second - bytes;
+    free_.erase(it);
+    if (rest > 0) free_[off + bytes] = rest;
+    allocated_[off] = bytes;
+    return base_ + off;
+  }
+  return nullptr;
+}
+
+void ScratchArena::Free(uint8_t* p) {
+  if (p == nullptr) return;
+  auto a = allocated_.find(static_cast<uint64_t>(p - base_));
+  RKV_CHECK(a != allocated_.end()) << "freeing scratch memory that was not allocated";
+  uint64_t off = a->first, len = a->second;
+  allocated_.erase(a);
+  // Merge with the free neighbours.
+  auto next = free_.lower_bound(off);
+  if (next != free_.end() && off + len == next->first) {
+    len += next->second;
+    next = free_.erase(next);
+  }
+  if (next != free_.begin()) {
+    auto prev = std::prev(next);
+    if (prev->first + prev->second == off) {
+      prev->second += len;
+      return;
+    }
+  }
+  free_[off] = len;
+}
+
+}  // namespace rkv::client_internal

@@ -1,0 +1,35 @@
+// What an operation needs from the client that runs it: the region's
+// layout and keys, local scratch memory, the heap allocator, the slot
+// cache and the clock.
+#ifndef RKV_CLIENT_SESSION_H_
+#define RKV_CLIENT_SESSION_H_
+
+#include <cstdint>
+
+#include "absl/time/time.h"
+#include "client/heap_allocator.h"
+#include "client/scratch_arena.h"
+#include "client/slot_cache.h"
+#include "common/layout/region_format.h"
+#include "rkv/client.h"
+
+namespace rkv::client_internal {
+
+class Session {
+ public:
+  virtual ~Session() = default;
+  virtual const layout::Layout& layout() const = 0;
+  virtual const ClientOptions& options() const = 0;
+  virtual absl::Time Now() const = 0;
+  // The remote address of a region offset.
+  virtual uint64_t Remote(uint64_t region_offset) const = 0;
+  virtual uint32_t rkey() const = 0;
+  virtual uint32_t lkey() const = 0;
+  virtual ScratchArena& scratch() = 0;
+  virtual HeapAllocator& heap() = 0;
+  virtual SlotCache& cache() = 0;
+};
+
+}  // namespace rkv::client_internal
+
+#endif  // RKV_CLIENT_SESSION_H_

@@ -1,0 +1,204 @@
+#include "common/layout/region_format.h"
+
+#include <array>
+#include <cstring>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/hash.h"
+
+namespace rkv::layout {
+namespace {
+
+template <typename T>
+void Put(uint8_t* p, uint64_t at, T v) {
+  std::memcpy(p + at, &v, sizeof(T));
+}
+template <typename T>
+T Get(const char* p, uint64_t at) {
+  T v;
+  std::memcpy(&v, p + at, sizeof(T));
+  return v;
+}
+
+constexpr uint64_t kOffsetMask = (uint64_t{1} << 48) - 1;
+constexpr uint64_t kHashSeed1 = 0x5253564B31ULL;
+constexpr uint64_t kHashSeed2 = 0x5253564B32ULL;
+
+std::array<uint64_t, 256> MakeClassTable() {
+  std::array<uint64_t, 256> t{};
+  for (int c = 1; c < 256; ++c) {
+    if (c <= 64) {
+      t[c] = uint64_t(c) * 64;
+    } else {
+      // 4 KiB * 2^((c-64)/8), rounded up to 64 bytes.
+      double bytes = 4096.0;
+      for (int i = 0; i < c - 64; ++i) bytes *= 1.0905077326652577;  // 2^(1/8)
+      t[c] = (static_cast<uint64_t>(bytes) + 63) / 64 * 64;
+    }
+  }
+  return t;
+}
+
+const std::array<uint64_t, 256>& ClassTable() {
+  static const std::array<uint64_t, 256> table = MakeClassTable();
+  return table;
+}
+
+uint32_t HeaderChecksum(const char* header) {
+  return Crc32c(absl::string_view(header, HeaderOffsets::kChecksum));
+}
+
+}  // namespace
+
+absl::StatusOr<Layout> ComputeLayout(uint64_t region_bytes, double index_share,
+                                     uint64_t generation) {
+  if (!(index_share > 0 && index_share < 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("index share ", index_share,
+                                                   " must lie strictly between 0 and 1"));
+  }
+  if (region_bytes < kHeaderBytes + kGroupBytes + 4096) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a region of ", region_bytes, " bytes is too small"));
+  }
+  Layout l;
+  l.region_bytes = region_bytes;
+  l.generation = generation;
+  l.index_offset = kHeaderBytes;
+  const uint64_t usable = region_bytes - kHeaderBytes;
+  l.groups = std::max<uint64_t>(1, static_cast<uint64_t>(usable * index_share) / kGroupBytes);
+  l.heap_offset = (l.index_offset + l.groups * kGroupBytes + 4095) / 4096 * 4096;
+  if (l.heap_offset + 4096 > region_bytes) {
+    return absl::InvalidArgumentError("index share leaves no heap");
+  }
+  l.heap_bytes = region_bytes - l.heap_offset;
+  return l;
+}
+
+void InitRegion(uint8_t* region, const Layout& l) {
+  std::memset(region, 0, kHeaderBytes);
+  Put<uint64_t>(region, HeaderOffsets::kMagic, kRegionMagic);
+  Put<uint32_t>(region, HeaderOffsets::kVersion, kFormatVersion);
+  Put<uint64_t>(region, HeaderOffsets::kRegionBytes, l.region_bytes);
+  Put<uint64_t>(region, HeaderOffsets::kGeneration, l.generation);
+  Put<uint64_t>(region, HeaderOffsets::kIndexOffset, l.index_offset);
+  Put<uint64_t>(region, HeaderOffsets::kGroups, l.groups);
+  Put<uint64_t>(region, HeaderOffsets::kHeapOffset, l.heap_offset);
+  Put<uint64_t>(region, HeaderOffsets::kHeapBytes, l.heap_bytes);
+  Put<uint32_t>(region, HeaderOffsets::kChecksum,
+                HeaderChecksum(reinterpret_cast<const char*>(region)));
+  std::memset(region + l.index_offset, 0, l.groups * kGroupBytes);
+}
+
+absl::StatusOr<Layout> ParseHeader(absl::string_view header, uint64_t region_bytes) {
+  if (header.size() < HeaderOffsets::kChecksum + 4) {
+    return absl::InvalidArgumentError("region header truncated");
+  }
+  const char* p = header.data();
+  if (Get<uint64_t>(p, HeaderOffsets::kMagic) != kRegionMagic) {
+    return absl::DataLossError("not an rkv region (bad magic)");
+  }
+  const uint32_t version = Get<uint32_t>(p, HeaderOffsets::kVersion);
+  if (version != kFormatVersion) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("region format version ", version, "; this build reads ", kFormatVersion));
+  }
+  if (Get<uint32_t>(p, HeaderOffsets::kChecksum) != HeaderChecksum(p)) {
+    return absl::DataLossError("region header checksum mismatch");
+  }
+  Layout l;
+  l.region_bytes = Get<uint64_t>(p, HeaderOffsets::kRegionBytes);
+  l.generation = Get<uint64_t>(p, HeaderOffsets::kGeneration);
+  l.index_offset = Get<uint64_t>(p, HeaderOffsets::kIndexOffset);
+  l.groups = Get<uint64_t>(p, HeaderOffsets::kGroups);
+  l.heap_offset = Get<uint64_t>(p, HeaderOffsets::kHeapOffset);
+  l.heap_bytes = Get<uint64_t>(p, HeaderOffsets::kHeapBytes);
+  const bool fits = l.region_bytes == region_bytes && l.index_offset >= kHeaderBytes &&
+                    l.groups > 0 && l.groups < (uint64_t{1} << 40) &&
+                    l.index_offset + l.groups * kGroupBytes <= l.heap_offset &&
+                    l.heap_offset <= region_bytes && l.heap_bytes == region_bytes - l.heap_offset;
+  if (!fits) {
+    return absl::DataLossError(
+        absl::StrCat("region header describes a layout that does not fit ", region_bytes,
+                     " bytes"));
+  }
+  return l;
+}
+
+uint64_t Slot::Encode() const {
+  return (uint64_t{fingerprint} << 56) | (uint64_t{size_class} << 48) | (offset & kOffsetMask) |
+         (pending ? 1 : 0);
+}
+
+Slot Slot::Decode(uint64_t word) {
+  Slot s;
+  s.fingerprint = static_cast<uint8_t>(word >> 56);
+  s.size_class = static_cast<uint8_t>(word >> 48);
+  s.offset = word & kOffsetMask & ~uint64_t{1};
+  s.pending = (word & 1) != 0;
+  return s;
+}
+
+uint64_t ClassBytes(uint8_t size_class) { return ClassTable()[size_class]; }
+
+uint8_t ClassFor(uint64_t bytes) {
+  const auto& t = ClassTable();
+  for (int c = 1; c < 256; ++c) {
+    if (t[c] >= bytes) return static_cast<uint8_t>(c);
+  }
+  return 0;
+}
+
+uint64_t BlockBytes(size_t key_len, size_t value_len) {
+  return kBlockHeaderBytes + key_len + value_len;
+}
+
+void EncodeBlockInto(absl::string_view key, absl::string_view value, uint8_t* out) {
+  const uint64_t n = BlockBytes(key.size(), value.size());
+  std::memset(out, 0, 16);
+  Put<uint16_t>(out, 4, static_cast<uint16_t>(key.size()));
+  Put<uint32_t>(out, 8, static_cast<uint32_t>(value.size()));
+  std::memcpy(out + kBlockHeaderBytes, key.data(), key.size());
+  std::memcpy(out + kBlockHeaderBytes + key.size(), value.data(), value.size());
+  const uint64_t padded = (n + kBlockAlign - 1) / kBlockAlign * kBlockAlign;
+  std::memset(out + n, 0, padded - n);
+  Put<uint32_t>(out, 0, Crc32c(absl::string_view(reinterpret_cast<char*>(out) + 4, n - 4)));
+}
+
+void EncodeBlock(absl::string_view key, absl::string_view value, std::string* out) {
+  const uint8_t c = ClassFor(BlockBytes(key.size(), value.size()));
+  out->assign(ClassBytes(c), '\0');
+  EncodeBlockInto(key, value, reinterpret_cast<uint8_t*>(out->data()));
+}
+
+absl::StatusOr<BlockView> DecodeBlock(absl::string_view bytes) {
+  if (bytes.size() < kBlockHeaderBytes) return absl::DataLossError("block truncated");
+  const char* p = bytes.data();
+  const uint64_t key_len = Get<uint16_t>(p, 4);
+  const uint64_t value_len = Get<uint32_t>(p, 8);
+  if (key_len == 0 || key_len > kMaxKeyBytes || value_len > kMaxValueBytes ||
+      kBlockHeaderBytes + key_len + value_len > bytes.size()) {
+    return absl::DataLossError("block lengths out of range");
+  }
+  const uint64_t n = kBlockHeaderBytes + key_len + value_len;
+  if (Get<uint32_t>(p, 0) != Crc32c(bytes.substr(4, n - 4))) {
+    return absl::DataLossError("block checksum mismatch");
+  }
+  return BlockView{bytes.substr(kBlockHeaderBytes, key_len),
+                   bytes.substr(kBlockHeaderBytes + key_len, value_len)};
+}
+
+KeyPlacement PlaceKey(absl::string_view key, uint64_t groups) {
+  const uint64_t h1 = XXH64(key, kHashSeed1);
+  const uint64_t h2 = XXH64(key, kHashSeed2);
+  KeyPlacement p;
+  p.group[0] = h1 % groups;
+  p.side[0] = static_cast<uint32_t>((h1 >> 32) & 1);
+  p.group[1] = h2 % groups;
+  p.side[1] = static_cast<uint32_t>((h2 >> 32) & 1);
+  if (p.group[0] == p.group[1] && p.side[0] == p.side[1]) p.side[1] ^= 1;
+  p.fingerprint = static_cast<uint8_t>(h1 >> 56);
+  return p;
+}
+
+}  // namespace rkv::layout

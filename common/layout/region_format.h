@@ -1,0 +1,146 @@
+// The region format: one registered memory region per server, holding a
+// header, a RACE-style hash index and a heap of key-value blocks. Clients
+// and servers both include this header; nothing else defines the layout.
+//
+//   [0, 4096)                        RegionHeader
+//   [index_offset, +groups * 192)    bucket groups
+//   [heap_offset, region end)        heap of 64-byte aligned KV blocks
+//
+// A bucket group is three 64-byte buckets: main0 | overflow | main1. The
+// overflow bucket is shared, so a group holds two *combined buckets* of 128
+// contiguous bytes: left = main0+overflow, right = overflow+main1. A key has
+// two candidate combined buckets (two independent hashes); a lookup reads
+// both. A bucket is an 8-byte header (reserved, zero) and 7 slots.
+#ifndef RKV_COMMON_LAYOUT_REGION_FORMAT_H_
+#define RKV_COMMON_LAYOUT_REGION_FORMAT_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace rkv::layout {
+
+inline constexpr uint64_t kRegionMagic = 0x314E474552564B52ULL;  // "RKVREGN1"
+inline constexpr uint32_t kFormatVersion = 1;
+inline constexpr uint64_t kHeaderBytes = 4096;
+inline constexpr uint64_t kBucketBytes = 64;
+inline constexpr uint64_t kSlotsPerBucket = 7;
+inline constexpr uint64_t kGroupBytes = 3 * kBucketBytes;
+inline constexpr uint64_t kCombinedBucketBytes = 2 * kBucketBytes;
+inline constexpr uint64_t kSlotsPerCombinedBucket = 2 * kSlotsPerBucket;
+inline constexpr uint64_t kBlockAlign = 64;
+
+inline constexpr size_t kMaxKeyBytes = 1024;
+inline constexpr size_t kMaxValueBytes = 1 << 20;
+
+// Field offsets of the region header. heap_cursor sits on its own cache
+// line: clients FAA it to take heap chunks.
+struct HeaderOffsets {
+  static constexpr uint64_t kMagic = 0;
+  static constexpr uint64_t kVersion = 8;
+  static constexpr uint64_t kRegionBytes = 16;
+  static constexpr uint64_t kGeneration = 24;
+  static constexpr uint64_t kIndexOffset = 32;
+  static constexpr uint64_t kGroups = 40;
+  static constexpr uint64_t kHeapOffset = 48;
+  static constexpr uint64_t kHeapBytes = 56;
+  static constexpr uint64_t kChecksum = 64;  // CRC-32C of bytes [0, 64).
+  static constexpr uint64_t kHeapCursor = 128;  // Bytes of heap handed out.
+};
+
+// Where everything lives, derived from the region size.
+struct Layout {
+  uint64_t region_bytes = 0;
+  uint64_t generation = 0;
+  uint64_t index_offset = 0;
+  uint64_t groups = 0;
+  uint64_t heap_offset = 0;
+  uint64_t heap_bytes = 0;
+
+  uint64_t slots() const { return groups * 3 * kSlotsPerBucket; }
+  uint64_t group_offset(uint64_t g) const { return index_offset + g * kGroupBytes; }
+};
+
+// Lays out a region of `region_bytes`, giving the index `index_share` of it
+// (the rest, after the header, is heap). InvalidArgument if either part
+// would be empty.
+absl::StatusOr<Layout> ComputeLayout(uint64_t region_bytes, double index_share,
+                                     uint64_t generation);
+
+// Writes the header and zeroes the index of a fresh region.
+void InitRegion(uint8_t* region, const Layout& layout);
+
+// Reads and checks a region header: magic, version, checksum, and that the
+// layout fits `region_bytes`. What a client or a restarting server trusts.
+absl::StatusOr<Layout> ParseHeader(absl::string_view header, uint64_t region_bytes);
+
+// ---- Slots ---------------------------------------------------------------
+// fingerprint (8) | size class (8) | block offset from region base (48).
+// Blocks are 64-byte aligned, so offset bit 0 is free: it marks a slot that
+// an insert has claimed but not yet committed. Readers ignore such slots.
+// Zero is an empty slot.
+struct Slot {
+  uint8_t fingerprint = 0;
+  uint8_t size_class = 0;
+  uint64_t offset = 0;
+  bool pending = false;
+
+  uint64_t Encode() const;
+  static Slot Decode(uint64_t word);
+  bool empty() const { return size_class == 0 && offset == 0; }
+};
+
+inline uint64_t CommittedOf(uint64_t pending_word) { return pending_word & ~uint64_t{1}; }
+inline bool IsPending(uint64_t word) { return (word & 1) != 0; }
+
+// ---- Size classes ---------------------------------------------------------
+// Class c (1..255) is a block size: c * 64 bytes up to 4 KiB, then 8 steps
+// per doubling. The slot stores the class, so a reader fetches a whole
+// block in one READ; blocks of a class are interchangeable for reuse.
+uint64_t ClassBytes(uint8_t size_class);
+// The smallest class holding `bytes`; 0 if none does.
+uint8_t ClassFor(uint64_t bytes);
+
+// ---- KV blocks ------------------------------------------------------------
+// crc32c (4) | key length (2) | reserved (2) | value length (4) | reserved (4)
+// | key | value | zero padding to 64 bytes. The checksum covers everything
+// after itself up to the end of the value. Blocks are written once, before
+// a slot points to them, and never changed while any slot does.
+inline constexpr uint64_t kBlockHeaderBytes = 16;
+
+uint64_t BlockBytes(size_t key_len, size_t value_len);  // Unpadded.
+// Encodes a block into `out` (resized to the class size).
+void EncodeBlock(absl::string_view key, absl::string_view value, std::string* out);
+void EncodeBlockInto(absl::string_view key, absl::string_view value, uint8_t* out);
+
+struct BlockView {
+  absl::string_view key;
+  absl::string_view value;
+};
+// Decodes a block read from the heap. DataLoss when the checksum or the
+// lengths do not hold up: a torn read, or a block reused for another key.
+absl::StatusOr<BlockView> DecodeBlock(absl::string_view bytes);
+
+// ---- Hashing --------------------------------------------------------------
+// Where a key may live: two combined buckets and a fingerprint.
+struct KeyPlacement {
+  uint64_t group[2];
+  uint32_t side[2];  // 0: left (main0+overflow), 1: right (overflow+main1).
+  uint8_t fingerprint;
+};
+KeyPlacement PlaceKey(absl::string_view key, uint64_t groups);
+// Region offset of combined bucket `side` of group `g`.
+inline uint64_t CombinedBucketOffset(const Layout& l, uint64_t g, uint32_t side) {
+  return l.group_offset(g) + side * kBucketBytes;
+}
+// Region offset of slot `i` (0..13) of a combined bucket at `bucket_offset`.
+inline uint64_t SlotOffset(uint64_t bucket_offset, uint32_t i) {
+  return bucket_offset + (i / kSlotsPerBucket) * kBucketBytes + 8 * (1 + i % kSlotsPerBucket);
+}
+
+}  // namespace rkv::layout
+
+#endif  // RKV_COMMON_LAYOUT_REGION_FORMAT_H_

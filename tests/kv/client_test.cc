@@ -1,0 +1,167 @@
+// Functional tests of the client's operations, on the soft fabric over TCP
+// and in the deterministic simulation.
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/kv/kv_test_env.h"
+
+namespace rkv::testing {
+namespace {
+
+class ClientTest : public ::testing::TestWithParam<KvBackend> {
+ protected:
+  void SetUp() override { Reset({}); }
+
+  void Reset(const server::RegionServerOptions& so) {
+    client_.reset();
+    env_.reset();
+    auto env = KvTestEnv::Create(GetParam(), so);
+    ASSERT_TRUE(env.ok()) << env.status();
+    env_ = std::move(env).value();
+    auto c = env_->NewClient();
+    ASSERT_TRUE(c.ok()) << c.status();
+    client_ = std::move(c).value();
+  }
+
+  std::unique_ptr<KvTestEnv> env_;
+  std::unique_ptr<Client> client_;
+};
+
+TEST_P(ClientTest, PutGetDeleteRoundTrip) {
+  EXPECT_TRUE(absl::IsNotFound(client_->Get("k").status()));
+  ASSERT_TRUE(client_->Put("k", "v1").ok());
+  EXPECT_EQ(*client_->Get("k"), "v1");
+  ASSERT_TRUE(client_->Put("k", "v2").ok());
+  EXPECT_EQ(*client_->Get("k"), "v2");
+  ASSERT_TRUE(client_->Delete("k").ok());
+  EXPECT_TRUE(absl::IsNotFound(client_->Get("k").status()));
+  EXPECT_TRUE(absl::IsNotFound(client_->Delete("k")));
+}
+
+TEST_P(ClientTest, InsertFailsWhenPresent) {
+  ASSERT_TRUE(client_->Insert("k", "first").ok());
+  absl::Status again = client_->Insert("k", "second");
+  EXPECT_TRUE(absl::IsAlreadyExists(again)) << again;
+  EXPECT_EQ(*client_->Get("k"), "first");
+  ASSERT_TRUE(client_->Delete("k").ok());
+  EXPECT_TRUE(client_->Insert("k", "third").ok());
+  EXPECT_EQ(*client_->Get("k"), "third");
+}
+
+TEST_P(ClientTest, EveryValueSizeUpToOneMebibyte) {
+  for (size_t size : {size_t{0}, size_t{1}, size_t{47}, size_t{48}, size_t{49}, size_t{4000},
+                      size_t{65536}, size_t{300000}, size_t{1} << 20}) {
+    SCOPED_TRACE(size);
+    std::string value(size, '\0');
+    for (size_t i = 0; i < size; ++i) value[i] = static_cast<char>('a' + (i * 7 + size) % 26);
+    const std::string key = "key-" + std::to_string(size);
+    ASSERT_TRUE(client_->Put(key, value).ok());
+    auto got = client_->Get(key);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(*got, value);
+  }
+}
+
+TEST_P(ClientTest, KeyAndValueLimits) {
+  const std::string max_key(1024, 'k');
+  ASSERT_TRUE(client_->Put(max_key, "v").ok());
+  EXPECT_EQ(*client_->Get(max_key), "v");
+  EXPECT_TRUE(absl::IsInvalidArgument(client_->Put(std::string(1025, 'k'), "v")));
+  EXPECT_TRUE(absl::IsInvalidArgument(client_->Put("", "v")));
+  EXPECT_TRUE(absl::IsInvalidArgument(client_->Get(std::string(1025, 'k')).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(client_->Put("k", std::string((1 << 20) + 1, 'v'))));
+}
+
+TEST_P(ClientTest, ClientsSeeEachOthersWrites) {
+  auto other = env_->NewClient();
+  ASSERT_TRUE(other.ok());
+  for (int i = 0; i < 50; ++i) {
+    ASSERT_TRUE(client_->Put("k" + std::to_string(i), "a" + std::to_string(i)).ok());
+  }
+  for (int i = 0; i < 50; ++i) {
+    EXPECT_EQ(*(*other)->Get("k" + std::to_string(i)), "a" + std::to_string(i));
+  }
+  // Overwrites and deletes by one are seen by the other, cache or not.
+  for (int i = 0; i < 50; ++i) {
+    if (i % 2) {
+      ASSERT_TRUE((*other)->Put("k" + std::to_string(i), "b").ok());
+    } else {
+      ASSERT_TRUE((*other)->Delete("k" + std::to_string(i)).ok());
+    }
+  }
+  for (int i = 0; i < 50; ++i) {
+    auto v = client_->Get("k" + std::to_string(i));
+    if (i % 2) {
+      EXPECT_EQ(*v, "b");
+    } else {
+      EXPECT_TRUE(absl::IsNotFound(v.status()));
+    }
+  }
+}
+
+TEST_P(ClientTest, CachedGetTakesOneRoundTrip) {
+  ASSERT_TRUE(client_->Put("k", "v").ok());
+  auto fresh = env_->NewClient();
+  ASSERT_TRUE(fresh.ok());
+  ASSERT_EQ(*(*fresh)->Get("k"), "v");
+  EXPECT_EQ((*fresh)->costs(OpType::kGet).round_trips, 2u);  // Buckets, then block.
+  ASSERT_EQ(*(*fresh)->Get("k"), "v");
+  EXPECT_EQ((*fresh)->costs(OpType::kGet).round_trips, 3u);  // Slot and block together.
+}
+
+TEST_P(ClientTest, AsyncOperationsShareDoorbells) {
+  constexpr int kOps = 200;
+  int done = 0;
+  for (int i = 0; i < kOps; ++i) {
+    client_->PutAsync("k" + std::to_string(i), "v" + std::to_string(i), [&](absl::Status s) {
+      EXPECT_TRUE(s.ok()) << s;
+      done++;
+    });
+  }
+  while (client_->in_flight() > 0) client_->Poll(absl::Seconds(1));
+  EXPECT_EQ(done, kOps);
+  int found = 0;
+  for (int i = 0; i < kOps; ++i) {
+    client_->GetAsync("k" + std::to_string(i), [&, i](absl::StatusOr<std::string> v) {
+      EXPECT_TRUE(v.ok()) << v.status();
+      if (v.ok() && *v == "v" + std::to_string(i)) found++;
+    });
+  }
+  while (client_->in_flight() > 0) client_->Poll(absl::Seconds(1));
+  EXPECT_EQ(found, kOps);
+  const OpCosts put = client_->costs(OpType::kPut);
+  EXPECT_EQ(put.ops, uint64_t{kOps});
+  const OpCosts get = client_->costs(OpType::kGet);
+  // Each operation waited for its rounds, but rounds of different
+  // operations went out under the same doorbells.
+  EXPECT_GE(put.round_trips, 3u * kOps);
+  const uint64_t doorbells = client_->connection_counters().doorbells;
+  EXPECT_LT(doorbells * 3, (put.round_trips + get.round_trips) * 2)
+      << doorbells << " doorbells for " << put.round_trips + get.round_trips << " rounds";
+}
+
+TEST_P(ClientTest, FullHeapIsResourceExhaustedAndLosesNothing) {
+  Reset({.region_bytes = 2 << 20, .index_share = 0.5});
+  const std::string value(20000, 'x');
+  std::vector<std::string> stored;
+  absl::Status s;
+  for (int i = 0; i < 1000 && s.ok(); ++i) {
+    const std::string key = "big" + std::to_string(i);
+    s = client_->Put(key, value);
+    if (s.ok()) stored.push_back(key);
+  }
+  EXPECT_TRUE(absl::IsResourceExhausted(s)) << s;
+  EXPECT_GT(stored.size(), 10u);
+  for (const std::string& k : stored) EXPECT_EQ(*client_->Get(k), value) << k;
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, ClientTest,
+                         ::testing::Values(KvBackend::kSoftTcp, KvBackend::kSoftSim),
+                         [](const auto& info) {
+                           return info.param == KvBackend::kSoftTcp ? "soft_tcp" : "soft_sim";
+                         });
+
+}  // namespace
+}  // namespace rkv::testing
