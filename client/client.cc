@@ -2,11 +2,13 @@
 // loop that runs operations' rounds with shared doorbells.
 #include <deque>
 #include <memory>
+#include <random>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "client/kv_operation.h"
 #include "client/session.h"
+#include "common/fabric/sim_network.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "rkv/client.h"
@@ -36,6 +38,7 @@ class ClientImpl final : public Client, public client_internal::Session {
   client_internal::ScratchArena& scratch() override { return *arena_; }
   client_internal::HeapAllocator& heap() override { return *heap_; }
   client_internal::SlotCache& cache() override { return *cache_; }
+  Rng& rng() override { return rng_; }
 
   // Client.
   absl::StatusOr<std::string> Get(absl::string_view key) override {
@@ -125,6 +128,7 @@ class ClientImpl final : public Client, public client_internal::Session {
   std::deque<Pending> queued_;
   std::vector<Pending> active_;  // Indexed by the wr_id's high half.
   size_t active_count_ = 0;
+  Rng rng_{0};
   OpCosts costs_[kOpTypes];
   fabric::QueuePairCounters past_counters_;  // Of connections replaced.
 };
@@ -142,6 +146,8 @@ absl::Status ClientImpl::Init() {
     return absl::InvalidArgumentError("scratch_bytes must be at least 2 MiB");
   }
   RKV_ASSIGN_OR_RETURN(fabric_, fabric::OpenFabric(options_.fabric));
+  // Replayable under the simulation's seed, distinct across clients.
+  rng_ = Rng(options_.fabric.sim ? options_.fabric.sim->NextSeed() : std::random_device()());
   local_mem_.resize(options_.scratch_bytes);
   RKV_ASSIGN_OR_RETURN(local_, fabric_->RegisterMemory(local_mem_.data(), local_mem_.size(),
                                                        fabric::kLocalWrite));

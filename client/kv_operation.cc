@@ -17,8 +17,24 @@ constexpr int kMaxRetries = 200;
 // [kFaaWord] the heap-cursor FAA.
 constexpr int kResultWords = 32;
 constexpr int kFaaWord = kResultWords - 1;
-constexpr size_t kMaxKills = kResultWords - 2;
+constexpr size_t kMaxKills = kResultWords - 3;  // Plus our own withdrawal.
 constexpr uint64_t kFixedScratch = 2 * layout::kCombinedBucketBytes + kResultWords * 8;
+
+// Decodes a block read from the heap; the test hook accepts blocks whose
+// checksum fails as long as their lengths fit.
+absl::StatusOr<layout::BlockView> DecodeRead(const uint8_t* buf, uint64_t bytes,
+                                             bool skip_checksum) {
+  absl::string_view raw(reinterpret_cast<const char*>(buf), bytes);
+  absl::StatusOr<layout::BlockView> block = layout::DecodeBlock(raw);
+  if (block.ok() || !skip_checksum || bytes < layout::kBlockHeaderBytes) return block;
+  uint16_t klen;
+  uint32_t vlen;
+  std::memcpy(&klen, buf + 4, 2);
+  std::memcpy(&vlen, buf + 8, 4);
+  if (layout::kBlockHeaderBytes + uint64_t{klen} + vlen > bytes) return block;
+  return layout::BlockView{raw.substr(layout::kBlockHeaderBytes, klen),
+                           raw.substr(layout::kBlockHeaderBytes + klen, vlen)};
+}
 
 uint64_t Load64(const uint8_t* p) {
   uint64_t v;
@@ -260,18 +276,8 @@ void KvOperation::OnBlocks() {
     if (known_.contains(id)) continue;
     uint8_t* buf = read_bufs_[next_buf++];
     const uint64_t bytes = layout::ClassBytes(Slot::Decode(c.word).size_class);
-    absl::string_view raw(reinterpret_cast<char*>(buf), bytes);
-    absl::StatusOr<layout::BlockView> block = layout::DecodeBlock(raw);
-    if (!block.ok() && s_.options().testing_skip_block_checksum && bytes >= 16) {
-      // Test hook: trust the lengths without the checksum.
-      uint16_t klen;
-      uint32_t vlen;
-      std::memcpy(&klen, buf + 4, 2);
-      std::memcpy(&vlen, buf + 8, 4);
-      if (16 + uint64_t{klen} + vlen <= bytes) {
-        block = layout::BlockView{raw.substr(16, klen), raw.substr(16 + klen, vlen)};
-      }
-    }
+    absl::StatusOr<layout::BlockView> block =
+        DecodeRead(buf, bytes, s_.options().testing_skip_block_checksum);
     if (!block.ok()) {
       torn = true;
       continue;
@@ -299,7 +305,7 @@ void KvOperation::Decide() {
 
 void KvOperation::DecideGet() {
   for (const SlotSeen& s : slots_) {
-    if (s.word == 0 || layout::IsPending(s.word) || !KeyMatches(s.word)) continue;
+    if (!layout::IsCommitted(s.word) || !KeyMatches(s.word)) continue;
     result_ = known_values_[layout::CommittedOf(s.word)];
     s_.cache().Put(key_, {s.offset, s.word, observed_at_});
     return Finish(absl::OkStatus());
@@ -310,7 +316,7 @@ void KvOperation::DecideGet() {
 
 void KvOperation::DecideDelete() {
   for (const SlotSeen& s : slots_) {
-    if (s.word == 0 || layout::IsPending(s.word) || !KeyMatches(s.word)) continue;
+    if (!layout::IsCommitted(s.word) || !KeyMatches(s.word)) continue;
     target_slot_ = s.offset;
     expected_ = s.word;
     AddCas(s.offset, &words_[0], s.word, 0);
@@ -322,29 +328,45 @@ void KvOperation::DecideDelete() {
 }
 
 void KvOperation::DecideWrite() {
+  // First, what became of our own claim, if we hold one.
+  if (claimed_slot_ != 0) {
+    uint64_t word = 0;
+    for (const SlotSeen& s : slots_) {
+      if (s.offset == claimed_slot_) word = s.word;
+    }
+    if (word == layout::KilledOf(my_pending_)) {
+      // A rival won. Clear the marker (only we may), then decide afresh.
+      AddCas(claimed_slot_, &words_[0], word, 0);
+      claimed_slot_ = 0;
+      state_ = State::kYield;
+      return;
+    }
+    if (word != my_pending_) {
+      // Neither pending nor killed: a rival committed our claim, and others
+      // may have changed the slot since. Our write took effect then.
+      return Finish(absl::OkStatus());
+    }
+  }
   const SlotSeen* committed = nullptr;
   const SlotSeen* mine = nullptr;
   std::vector<const SlotSeen*> others;
   for (const SlotSeen& s : slots_) {
-    if (s.word == 0 || !KeyMatches(s.word)) continue;
-    if (s.word == my_pending_) {
+    if (s.word == 0 || layout::IsKilled(s.word) || !KeyMatches(s.word)) continue;
+    if (s.offset == claimed_slot_) {
       mine = &s;
-    } else if (!layout::IsPending(s.word)) {
+    } else if (layout::IsCommitted(s.word)) {
       committed = &s;
     } else {
       others.push_back(&s);
     }
   }
-  if (committed != nullptr && committed->word == my_committed_) {
-    // Someone helped our claim commit.
-    s_.cache().Put(key_, {committed->offset, committed->word, observed_at_});
-    return Finish(absl::OkStatus());
-  }
   if (committed != nullptr) {
     if (mine != nullptr) {
       // The key was committed elsewhere: withdraw our claim first.
-      AddCas(mine->offset, &words_[0], my_pending_, 0);
-      state_ = State::kYield;
+      kill_.assign(1, *mine);
+      AddCas(mine->offset, &words_[1], my_pending_, 0);
+      state_ = State::kKill;
+      winner_ = {0, 0};
       return;
     }
     if (type_ == OpType::kInsert) {
@@ -359,52 +381,44 @@ void KvOperation::DecideWrite() {
     return;
   }
   if (mine == nullptr) return Claim();
-  if (others.empty()) {
-    AddCas(mine->offset, &words_[0], my_pending_, my_committed_);
-    target_slot_ = mine->offset;
-    state_ = State::kCommit;
-    return;
-  }
-  // Concurrent claims of our key: the highest slot wins.
-  const SlotSeen* winner = mine;
+  // Concurrent claims of our key: the highest slot wins. Whoever acts
+  // first kills every other claim it saw (and, if not the winner, withdraws
+  // its own), and only when all of that succeeded commits the winner. A
+  // claim made after our re-read sees the winner, so exactly one commits.
+  winner_ = *mine;
   for (const SlotSeen* o : others) {
-    if (o->offset > winner->offset) winner = o;
+    if (o->offset > winner_.offset) winner_ = *o;
   }
-  if (winner == mine) {
-    kill_.clear();
-    for (const SlotSeen* o : others) {
-      if (kill_.size() == kMaxKills) break;  // The rest on a later round.
-      kill_.push_back(*o);
-      AddCas(o->offset, &words_[kill_.size()], o->word, 0);
-    }
-    state_ = State::kKill;
-    return;
+  kill_.clear();
+  for (const SlotSeen* o : others) {
+    if (o->offset != winner_.offset && kill_.size() < kMaxKills) kill_.push_back(*o);
   }
-  // Help the winner commit (its block is complete: it was written before
-  // the claim), then withdraw ours. Re-reading then finds it committed.
-  AddCas(winner->offset, &words_[1], winner->word, layout::CommittedOf(winner->word));
-  AddCas(mine->offset, &words_[0], my_pending_, 0);
-  state_ = State::kYield;
+  if (winner_.offset != mine->offset) kill_.push_back(*mine);
+  for (size_t i = 0; i < kill_.size(); ++i) {
+    // Rivals are marked killed; our own claim is simply withdrawn.
+    const bool own = kill_[i].offset == claimed_slot_;
+    AddCas(kill_[i].offset, &words_[i + 1], kill_[i].word,
+           own ? 0 : layout::KilledOf(kill_[i].word));
+  }
+  if (kill_.empty()) return OnKill();
+  state_ = State::kKill;
 }
 
 void KvOperation::Claim() {
-  // The emptier of the two combined buckets, its first free slot.
+  // A random free slot of the emptier combined bucket.
   const SlotSeen* best = nullptr;
-  int best_free = -1;
+  int best_free = 0;
   for (int b = 0; b < 2; ++b) {
-    int free = 0;
-    const SlotSeen* first = nullptr;
+    std::vector<const SlotSeen*> free;
     for (const SlotSeen& s : slots_) {
-      const bool in_bucket = s.offset >= bucket_offset_[b] &&
-                             s.offset < bucket_offset_[b] + layout::kCombinedBucketBytes;
-      if (in_bucket && s.word == 0) {
-        free++;
-        if (first == nullptr) first = &s;
+      if (s.word == 0 && s.offset >= bucket_offset_[b] &&
+          s.offset < bucket_offset_[b] + layout::kCombinedBucketBytes) {
+        free.push_back(&s);
       }
     }
-    if (free > best_free && first != nullptr) {
-      best_free = free;
-      best = first;
+    if (static_cast<int>(free.size()) > best_free) {
+      best_free = static_cast<int>(free.size());
+      best = free[s_.rng().Uniform(free.size())];
     }
   }
   if (best == nullptr) {
@@ -414,6 +428,7 @@ void KvOperation::Claim() {
   }
   target_slot_ = best->offset;
   ever_claimed_ = true;
+  claim_attempt_ = best->offset;
   if (s_.options().testing_skip_conflict_resolution) {
     AddCas(best->offset, &words_[0], 0, my_committed_);
     state_ = State::kDirectCommit;
@@ -424,29 +439,31 @@ void KvOperation::Claim() {
   state_ = State::kClaim;
 }
 
-void KvOperation::OnClaim() { OnBuckets(); }
+void KvOperation::OnClaim() {
+  if (words_[0] == 0) claimed_slot_ = claim_attempt_;  // Otherwise a rival took the slot.
+  OnBuckets();
+}
 
 void KvOperation::OnCommit() {
   if (words_[0] == my_pending_ || words_[0] == my_committed_) {
-    s_.cache().Put(key_, {target_slot_, my_committed_, round_posted_at_});
+    s_.cache().Put(key_, {claimed_slot_, my_committed_, round_posted_at_});
     return Finish(absl::OkStatus());
   }
-  ReadBuckets();  // Our claim was killed by a higher one: re-decide.
+  ReadBuckets();  // Killed by a higher claim: the re-read tells us how.
 }
 
 void KvOperation::OnKill() {
+  bool all_done = true;
   for (size_t i = 0; i < kill_.size(); ++i) {
-    if (words_[i + 1] != kill_[i].word) return ReadBuckets();  // A rival moved first.
+    const bool done = words_[i + 1] == kill_[i].word;
+    if (done && kill_[i].offset == claimed_slot_) claimed_slot_ = 0;  // Withdrawn.
+    all_done &= done;
   }
-  for (const SlotSeen& s : slots_) {
-    if (s.word == my_pending_) {
-      AddCas(s.offset, &words_[0], my_pending_, my_committed_);
-      target_slot_ = s.offset;
-      state_ = State::kCommit;
-      return;
-    }
-  }
-  ReadBuckets();
+  if (!all_done) return ReadBuckets();  // A rival moved first.
+  if (winner_.offset == 0) return ReadBuckets();  // We only withdrew.
+  AddCas(winner_.offset, &words_[0], winner_.word, layout::CommittedOf(winner_.word));
+  // Our own claim commits; a rival's, and we re-read to find it committed.
+  state_ = winner_.offset == claimed_slot_ ? State::kCommit : State::kYield;
 }
 
 void KvOperation::OnUpdate() {
@@ -473,7 +490,7 @@ void KvOperation::OnCachedGet() {
   if (words_[0] == expected_ && buf != nullptr &&
       s_.Now() - round_posted_at_ <= s_.options().grace_period) {
     absl::StatusOr<layout::BlockView> block =
-        layout::DecodeBlock(absl::string_view(reinterpret_cast<char*>(buf), bytes));
+        DecodeRead(buf, bytes, s_.options().testing_skip_block_checksum);
     if (block.ok() && block->key == key_) {
       result_ = std::string(block->value);
       s_.cache().Put(key_, {target_slot_, expected_, round_posted_at_});

@@ -134,12 +134,15 @@ class KvOperation {
   uint64_t my_committed_ = 0;
   uint64_t my_pending_ = 0;
   bool ever_claimed_ = false;
+  uint64_t claimed_slot_ = 0;   // The slot our pending claim holds; 0 if none.
+  uint64_t claim_attempt_ = 0;  // The slot the last claim CAS targeted.
   uint64_t chunk_bytes_ = 0;
 
   // The slot a CAS round targets and what it expects.
   uint64_t target_slot_ = 0;
   uint64_t expected_ = 0;
   std::vector<SlotSeen> kill_;
+  SlotSeen winner_{0, 0};
 };
 
 }  // namespace rkv::client_internal

@@ -11,6 +11,7 @@
 #include "client/scratch_arena.h"
 #include "client/slot_cache.h"
 #include "common/layout/region_format.h"
+#include "common/random.h"
 #include "rkv/client.h"
 
 namespace rkv::client_internal {
@@ -28,6 +29,9 @@ class Session {
   virtual ScratchArena& scratch() = 0;
   virtual HeapAllocator& heap() = 0;
   virtual SlotCache& cache() = 0;
+  // Spreads claims over free slots, so that clients inserting different
+  // keys into one bucket rarely race for the same slot.
+  virtual Rng& rng() = 0;
 };
 
 }  // namespace rkv::client_internal

@@ -134,8 +134,8 @@ Slot Slot::Decode(uint64_t word) {
   Slot s;
   s.fingerprint = static_cast<uint8_t>(word >> 56);
   s.size_class = static_cast<uint8_t>(word >> 48);
-  s.offset = word & kOffsetMask & ~uint64_t{1};
-  s.pending = (word & 1) != 0;
+  s.offset = word & kOffsetMask & ~(kPendingBit | kKilledBit);
+  s.pending = (word & kPendingBit) != 0;
   return s;
 }
 

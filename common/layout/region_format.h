@@ -79,8 +79,13 @@ absl::StatusOr<Layout> ParseHeader(absl::string_view header, uint64_t region_byt
 
 // ---- Slots ---------------------------------------------------------------
 // fingerprint (8) | size class (8) | block offset from region base (48).
-// Blocks are 64-byte aligned, so offset bit 0 is free: it marks a slot that
-// an insert has claimed but not yet committed. Readers ignore such slots.
+// Blocks are 64-byte aligned, so the offset's two low bits are free; they
+// carry the state of an insert's claim:
+//   committed   ...00  the key's value; the only state readers trust
+//   pending     ...01  claimed by an insert, not yet decided
+//   killed      ...11  a pending claim that lost to a rival; its owner
+//                      clears it (so that it can tell "killed" from
+//                      "committed, then changed by others")
 // Zero is an empty slot.
 struct Slot {
   uint8_t fingerprint = 0;
@@ -93,8 +98,15 @@ struct Slot {
   bool empty() const { return size_class == 0 && offset == 0; }
 };
 
-inline uint64_t CommittedOf(uint64_t pending_word) { return pending_word & ~uint64_t{1}; }
-inline bool IsPending(uint64_t word) { return (word & 1) != 0; }
+inline constexpr uint64_t kPendingBit = 1;
+inline constexpr uint64_t kKilledBit = 2;
+// The committed form of a slot word, whatever its state: the identity of
+// the block it names.
+inline uint64_t CommittedOf(uint64_t word) { return word & ~(kPendingBit | kKilledBit); }
+inline bool IsCommitted(uint64_t word) { return word != 0 && (word & (kPendingBit | kKilledBit)) == 0; }
+inline bool IsPending(uint64_t word) { return (word & (kPendingBit | kKilledBit)) == kPendingBit; }
+inline bool IsKilled(uint64_t word) { return (word & kKilledBit) != 0; }
+inline uint64_t KilledOf(uint64_t word) { return CommittedOf(word) | kPendingBit | kKilledBit; }
 
 // ---- Size classes ---------------------------------------------------------
 // Class c (1..255) is a block size: c * 64 bytes up to 4 KiB, then 8 steps
