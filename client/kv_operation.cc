@@ -405,20 +405,26 @@ void KvOperation::DecideWrite() {
 }
 
 void KvOperation::Claim() {
-  // A random free slot of the emptier combined bucket.
+  // The emptier combined bucket; in it a random free slot of the key's own
+  // main bucket if there is one, so that the overflow bucket, shared with
+  // the neighbouring main bucket, is left for when it is needed.
   const SlotSeen* best = nullptr;
   int best_free = 0;
+  const uint64_t index = s_.layout().index_offset;
   for (int b = 0; b < 2; ++b) {
-    std::vector<const SlotSeen*> free;
+    std::vector<const SlotSeen*> free, free_main;
     for (const SlotSeen& s : slots_) {
       if (s.word == 0 && s.offset >= bucket_offset_[b] &&
           s.offset < bucket_offset_[b] + layout::kCombinedBucketBytes) {
         free.push_back(&s);
+        const bool overflow = (s.offset - index) % layout::kGroupBytes / layout::kBucketBytes == 1;
+        if (!overflow) free_main.push_back(&s);
       }
     }
     if (static_cast<int>(free.size()) > best_free) {
       best_free = static_cast<int>(free.size());
-      best = free[s_.rng().Uniform(free.size())];
+      const auto& pool = free_main.empty() ? free : free_main;
+      best = pool[s_.rng().Uniform(pool.size())];
     }
   }
   if (best == nullptr) {

@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/kv/kv_test_env.h"
@@ -162,6 +163,53 @@ INSTANTIATE_TEST_SUITE_P(Backends, ClientTest,
                          [](const auto& info) {
                            return info.param == KvBackend::kSoftTcp ? "soft_tcp" : "soft_sim";
                          });
+
+}  // namespace
+}  // namespace rkv::testing
+
+namespace rkv::testing {
+namespace {
+
+// Fill the index to the brim: inserts end with ResourceExhausted for want
+// of a slot, and every key stored before that is still there.
+TEST(IndexFullTest, InsertsEndWithResourceExhaustedAndNothingIsLost) {
+  auto env = KvTestEnv::Create(KvBackend::kSoftSim, {.region_bytes = 4 << 20, .index_share = 0.02});
+  ASSERT_TRUE(env.ok()) << env.status();
+  auto client = (*env)->NewClient();
+  ASSERT_TRUE(client.ok());
+  const uint64_t slots = (*env)->server->layout().slots();
+  std::vector<std::string> stored;
+  absl::Status first_failure;
+  size_t stored_at_first_failure = 0;
+  int failures = 0;
+  for (uint64_t i = 0; i < slots + 1000 && failures < 200; ++i) {
+    const std::string key = "key" + std::to_string(i);
+    absl::Status s = (*client)->Insert(key, "v" + std::to_string(i));
+    if (s.ok()) {
+      stored.push_back(key);
+    } else {
+      ASSERT_TRUE(absl::IsResourceExhausted(s)) << s;
+      if (failures++ == 0) {
+        first_failure = s;
+        stored_at_first_failure = stored.size();
+      }
+    }
+  }
+  EXPECT_TRUE(absl::StrContains(first_failure.message(), "index full")) << first_failure;
+  const double load = static_cast<double>(stored_at_first_failure) / slots;
+  std::cout << stored_at_first_failure << " of " << slots
+            << " slots in use at the first failed insert (" << load << "); " << stored.size()
+            << " after 200 failures\n";
+  EXPECT_GT(load, 0.85);
+  for (size_t i = 0; i < stored.size(); ++i) {
+    auto v = (*client)->Get(stored[i]);
+    ASSERT_TRUE(v.ok()) << stored[i] << ": " << v.status();
+    EXPECT_EQ(*v, "v" + stored[i].substr(3));
+  }
+  // Deleting makes room again.
+  ASSERT_TRUE((*client)->Delete(stored[0]).ok());
+  EXPECT_TRUE((*client)->Insert(stored[0], "again").ok());
+}
 
 }  // namespace
 }  // namespace rkv::testing
