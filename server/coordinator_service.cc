@@ -1,0 +1,207 @@
+#include "server/coordinator_service.h"
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "common/socket.h"
+
+namespace rkv::server {
+namespace {
+
+grpc::Status Invalid(const std::string& why) {
+  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, why);
+}
+
+grpc::Status ValidateId(const std::string& id) {
+  if (id.empty() || id.size() > 64) return Invalid("server id must be 1 to 64 characters");
+  for (char c : id) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') {
+      return Invalid(absl::StrCat("server id '", id, "' may hold only letters, digits, '-', '_' and '.'"));
+    }
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status ValidateRegion(const proto::RegionDescriptor& r) {
+  if (r.endpoint().kind() != "soft" && r.endpoint().kind() != "verbs") {
+    return Invalid(absl::StrCat("fabric kind '", r.endpoint().kind(), "': want soft or verbs"));
+  }
+  if (!ParseHostPort(r.endpoint().address()).ok() ||
+      ParseHostPort(r.endpoint().address())->port == 0) {
+    return Invalid(absl::StrCat("fabric address '", r.endpoint().address(),
+                                "' is not host:port with a port"));
+  }
+  if (r.base_address() == 0 || r.length() < 4096 || r.length() > (uint64_t{1} << 46)) {
+    return Invalid("region base must be set and its length between 4 KiB and 64 TiB");
+  }
+  if (r.generation() == 0) return Invalid("region generation must be positive");
+  return grpc::Status::OK;
+}
+
+}  // namespace
+
+CoordinatorService::CoordinatorService(std::string token, absl::Duration lease)
+    : token_(std::move(token)), lease_(lease) {
+  lease_thread_ = std::thread([this] { LeaseLoop(); });
+}
+
+CoordinatorService::~CoordinatorService() {
+  Stop();
+  lease_thread_.join();
+}
+
+void CoordinatorService::Stop() {
+  std::lock_guard<std::mutex> lock(mu_);
+  stopping_ = true;
+  changed_.notify_all();
+}
+
+grpc::Status CoordinatorService::Authenticate(grpc::ServerContext* ctx, const char* method) const {
+  if (token_.empty()) return grpc::Status::OK;
+  auto it = ctx->client_metadata().find(kTokenMetadata);
+  if (it != ctx->client_metadata().end() &&
+      std::string(it->second.data(), it->second.size()) == token_) {
+    return grpc::Status::OK;
+  }
+  RKV_LOG(WARNING) << "rejected " << method << " from " << ctx->peer()
+                   << ": missing or wrong cluster token";
+  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                      "missing or wrong cluster token (metadata rkv-token)");
+}
+
+void CoordinatorService::ChangedLocked() {
+  epoch_++;
+  changed_.notify_all();
+}
+
+proto::ClusterMap CoordinatorService::MapLocked() const {
+  proto::ClusterMap map;
+  map.set_epoch(epoch_);
+  map.set_lease_ms(absl::ToInt64Milliseconds(lease_));
+  const absl::Time now = absl::Now();
+  for (const auto& [id, m] : members_) {
+    proto::ServerInfo* s = map.add_servers();
+    *s = m.info;
+    s->set_last_heard_ms(absl::ToInt64Milliseconds(now - m.last_heard));
+  }
+  return map;
+}
+
+grpc::Status CoordinatorService::Register(grpc::ServerContext* ctx,
+                                          const proto::RegisterRequest* req,
+                                          proto::RegisterResponse* resp) {
+  if (auto s = Authenticate(ctx, "Register"); !s.ok()) return s;
+  if (auto s = ValidateId(req->id()); !s.ok()) return s;
+  if (auto s = ValidateRegion(req->region()); !s.ok()) return s;
+  std::lock_guard<std::mutex> lock(mu_);
+  Member& m = members_[req->id()];
+  const bool known = m.info.id() == req->id();
+  m.info.set_id(req->id());
+  *m.info.mutable_region() = req->region();
+  *m.info.mutable_stats() = req->stats();
+  m.info.set_state(proto::SERVER_STATE_UP);
+  m.last_heard = absl::Now();
+  ChangedLocked();
+  RKV_LOG(INFO) << "server " << req->id() << (known ? " re-registered" : " joined") << " at "
+                << req->region().endpoint().address() << " (" << req->region().endpoint().kind()
+                << "), generation " << req->region().generation() << ", "
+                << (req->region().length() >> 20) << " MiB; epoch " << epoch_;
+  resp->set_lease_ms(absl::ToInt64Milliseconds(lease_));
+  resp->set_epoch(epoch_);
+  return grpc::Status::OK;
+}
+
+grpc::Status CoordinatorService::Heartbeat(grpc::ServerContext* ctx,
+                                           const proto::HeartbeatRequest* req,
+                                           proto::HeartbeatResponse* resp) {
+  if (auto s = Authenticate(ctx, "Heartbeat"); !s.ok()) return s;
+  if (auto s = ValidateId(req->id()); !s.ok()) return s;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = members_.find(req->id());
+  if (it == members_.end()) {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown server: register first");
+  }
+  Member& m = it->second;
+  if (m.info.region().generation() != req->generation()) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        absl::StrCat("generation ", req->generation(), " is not the registered ",
+                                     m.info.region().generation(), ": register again"));
+  }
+  m.last_heard = absl::Now();
+  *m.info.mutable_stats() = req->stats();
+  if (m.info.state() != proto::SERVER_STATE_UP) {
+    m.info.set_state(proto::SERVER_STATE_UP);
+    ChangedLocked();
+    RKV_LOG(INFO) << "server " << req->id() << " is back up; epoch " << epoch_;
+  }
+  resp->set_lease_ms(absl::ToInt64Milliseconds(lease_));
+  return grpc::Status::OK;
+}
+
+grpc::Status CoordinatorService::Deregister(grpc::ServerContext* ctx,
+                                            const proto::DeregisterRequest* req,
+                                            proto::DeregisterResponse*) {
+  if (auto s = Authenticate(ctx, "Deregister"); !s.ok()) return s;
+  if (auto s = ValidateId(req->id()); !s.ok()) return s;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = members_.find(req->id());
+  if (it == members_.end() || it->second.info.region().generation() != req->generation()) {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND, "no such server registration");
+  }
+  // Kept, marked down: its keys stay placed on it until it returns.
+  it->second.info.set_state(proto::SERVER_STATE_DOWN);
+  ChangedLocked();
+  RKV_LOG(INFO) << "server " << req->id() << " left; epoch " << epoch_;
+  return grpc::Status::OK;
+}
+
+grpc::Status CoordinatorService::GetClusterMap(grpc::ServerContext* ctx,
+                                               const proto::GetClusterMapRequest*,
+                                               proto::ClusterMap* resp) {
+  if (auto s = Authenticate(ctx, "GetClusterMap"); !s.ok()) return s;
+  std::lock_guard<std::mutex> lock(mu_);
+  *resp = MapLocked();
+  return grpc::Status::OK;
+}
+
+grpc::Status CoordinatorService::WatchClusterMap(grpc::ServerContext* ctx,
+                                                 const proto::WatchClusterMapRequest* req,
+                                                 grpc::ServerWriter<proto::ClusterMap>* writer) {
+  if (auto s = Authenticate(ctx, "WatchClusterMap"); !s.ok()) return s;
+  uint64_t sent = req->after_epoch();
+  for (;;) {
+    proto::ClusterMap map;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      changed_.wait_for(lock, std::chrono::milliseconds(200),
+                        [&] { return stopping_ || epoch_ > sent; });
+      if (stopping_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "coordinator stopping");
+      if (epoch_ <= sent) {
+        if (ctx->IsCancelled()) return grpc::Status::CANCELLED;
+        continue;
+      }
+      map = MapLocked();
+    }
+    if (!writer->Write(map)) return grpc::Status::CANCELLED;
+    sent = map.epoch();
+  }
+}
+
+void CoordinatorService::LeaseLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    changed_.wait_for(lock, absl::ToChronoMilliseconds(lease_ / 4));
+    const absl::Time now = absl::Now();
+    for (auto& [id, m] : members_) {
+      if (m.info.state() == proto::SERVER_STATE_UP && now - m.last_heard > lease_) {
+        m.info.set_state(proto::SERVER_STATE_DOWN);
+        ChangedLocked();
+        RKV_LOG(WARNING) << "server " << id << " missed its lease ("
+                         << absl::ToInt64Milliseconds(now - m.last_heard)
+                         << " ms since last heard); marked down; epoch " << epoch_;
+      }
+    }
+  }
+}
+
+}  // namespace rkv::server

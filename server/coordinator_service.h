@@ -1,0 +1,65 @@
+// kvcoord's state and RPCs: who is in the cluster, where their regions are,
+// and whether their leases hold. All of it is soft state: a restarted
+// coordinator learns the cluster again from the servers' next heartbeats
+// (which come back NOT_FOUND and make each server register anew).
+#ifndef RKV_SERVER_COORDINATOR_SERVICE_H_
+#define RKV_SERVER_COORDINATOR_SERVICE_H_
+
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "absl/time/time.h"
+#include "rkv/coordinator.grpc.pb.h"
+
+namespace rkv::server {
+
+// Metadata key that carries the cluster token on every call.
+inline constexpr char kTokenMetadata[] = "rkv-token";
+
+class CoordinatorService final : public proto::Coordinator::Service {
+ public:
+  CoordinatorService(std::string token, absl::Duration lease);
+  ~CoordinatorService() override;
+
+  // Ends open watches; call before shutting the gRPC server down.
+  void Stop();
+
+  grpc::Status Register(grpc::ServerContext* ctx, const proto::RegisterRequest* req,
+                        proto::RegisterResponse* resp) override;
+  grpc::Status Heartbeat(grpc::ServerContext* ctx, const proto::HeartbeatRequest* req,
+                         proto::HeartbeatResponse* resp) override;
+  grpc::Status Deregister(grpc::ServerContext* ctx, const proto::DeregisterRequest* req,
+                          proto::DeregisterResponse* resp) override;
+  grpc::Status GetClusterMap(grpc::ServerContext* ctx, const proto::GetClusterMapRequest* req,
+                             proto::ClusterMap* resp) override;
+  grpc::Status WatchClusterMap(grpc::ServerContext* ctx,
+                               const proto::WatchClusterMapRequest* req,
+                               grpc::ServerWriter<proto::ClusterMap>* writer) override;
+
+ private:
+  struct Member {
+    proto::ServerInfo info;
+    absl::Time last_heard;
+  };
+
+  grpc::Status Authenticate(grpc::ServerContext* ctx, const char* method) const;
+  proto::ClusterMap MapLocked() const;
+  void ChangedLocked();
+  void LeaseLoop();
+
+  const std::string token_;
+  const absl::Duration lease_;
+  mutable std::mutex mu_;
+  std::condition_variable changed_;
+  std::map<std::string, Member> members_;
+  uint64_t epoch_ = 0;
+  bool stopping_ = false;
+  std::thread lease_thread_;
+};
+
+}  // namespace rkv::server
+
+#endif  // RKV_SERVER_COORDINATOR_SERVICE_H_

@@ -1,0 +1,62 @@
+// kvcoord: rkv's control plane. Tracks the servers of a cluster (leases,
+// heartbeats) and serves the cluster map to clients. Its state is soft: a
+// restart loses nothing that the servers do not tell it again.
+#include <csignal>
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "common/cluster_token.h"
+#include "common/flags.h"
+#include "common/logging.h"
+#include "grpcpp/grpcpp.h"
+#include "server/coordinator_service.h"
+
+ABSL_FLAG(std::string, listen, "127.0.0.1:7400", "Address to serve gRPC on (port 0: any free).");
+ABSL_FLAG(int, lease_ms, 3000,
+          "A server that sends no heartbeat for this long is marked down.");
+ABSL_FLAG(std::string, port_file, "", "If set, write the port actually bound here.");
+
+namespace {
+volatile std::sig_atomic_t g_stop = 0;
+}
+
+int main(int argc, char** argv) {
+  rkv::ParseFlags(argc, argv,
+                  "kvcoord: the rkv coordinator (membership, leases, cluster map).\n"
+                  "Usage: kvcoord [--listen=HOST:PORT] [--lease_ms=MS] [--token=T|--token_file=F]");
+  auto token = rkv::ClusterTokenFromFlags();
+  if (!token.ok()) {
+    std::cerr << "kvcoord: " << token.status().message() << "\n";
+    return 2;
+  }
+  const int lease_ms = absl::GetFlag(FLAGS_lease_ms);
+  if (lease_ms < 50 || lease_ms > 600000) {
+    std::cerr << "kvcoord: --lease_ms must be between 50 and 600000\n";
+    return 2;
+  }
+  rkv::server::CoordinatorService service(*token, absl::Milliseconds(lease_ms));
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(absl::GetFlag(FLAGS_listen), grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || port == 0) {
+    std::cerr << "kvcoord: cannot listen on " << absl::GetFlag(FLAGS_listen) << "\n";
+    return 1;
+  }
+  if (!absl::GetFlag(FLAGS_port_file).empty()) {
+    std::ofstream(absl::GetFlag(FLAGS_port_file)) << port << "\n";
+  }
+  RKV_LOG(INFO) << "kvcoord serving on port " << port << ", lease " << lease_ms << " ms"
+                << (token->empty() ? ", NO cluster token (anyone may register)" : "");
+  std::signal(SIGINT, [](int) { g_stop = 1; });
+  std::signal(SIGTERM, [](int) { g_stop = 1; });
+  while (!g_stop) absl::SleepFor(absl::Milliseconds(50));
+  RKV_LOG(INFO) << "kvcoord stopping";
+  service.Stop();
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  return 0;
+}
