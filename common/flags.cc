@@ -5,7 +5,10 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 
 namespace rkv {
@@ -52,6 +55,32 @@ std::vector<char*> ParseFlags(int argc, char** argv, absl::string_view usage) {
   }
   for (std::string& s : *storage) args.push_back(s.data());
   return absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
+}
+
+absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text) {
+  size_t digits = 0;
+  while (digits < text.size() && absl::ascii_isdigit(static_cast<unsigned char>(text[digits]))) {
+    digits++;
+  }
+  uint64_t n = 0;
+  if (digits == 0 || !absl::SimpleAtoi(text.substr(0, digits), &n)) {
+    return absl::InvalidArgumentError(absl::StrCat("'", text, "' is not a size like 64MiB"));
+  }
+  const std::string unit = absl::AsciiStrToLower(text.substr(digits));
+  int shift = 0;
+  if (unit.empty() || unit == "b") {
+    shift = 0;
+  } else if (unit == "k" || unit == "kb" || unit == "kib") {
+    shift = 10;
+  } else if (unit == "m" || unit == "mb" || unit == "mib") {
+    shift = 20;
+  } else if (unit == "g" || unit == "gb" || unit == "gib") {
+    shift = 30;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("'", text, "': unknown unit '", unit, "'"));
+  }
+  if (n > (UINT64_MAX >> shift)) return absl::InvalidArgumentError(absl::StrCat("'", text, "' is too large"));
+  return n << shift;
 }
 
 }  // namespace rkv

@@ -2,6 +2,7 @@
 #ifndef RKV_COMMON_FLAGS_H_
 #define RKV_COMMON_FLAGS_H_
 
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include <vector>
 
@@ -13,6 +14,10 @@ namespace rkv {
 // flag). Unknown flags and bad values print an error and exit(1); --help
 // prints the usage and the program's flags.
 std::vector<char*> ParseFlags(int argc, char** argv, absl::string_view usage);
+
+// Parses a byte size: "4096", "64KiB", "64MiB", "2GiB" (also KB/MB/GB as
+// powers of 1024, and k/m/g). InvalidArgument otherwise.
+absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text);
 
 }  // namespace rkv
 

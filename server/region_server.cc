@@ -1,28 +1,91 @@
 #include "server/region_server.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/socket.h"
 #include "common/status.h"
 
 namespace rkv::server {
 
+absl::Status RegionServer::MapFile(const RegionServerOptions& o) {
+  const std::string& path = o.region_file;
+  file_backed_ = true;
+  Fd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
+  if (fd.valid()) {
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0) return ErrnoToStatus(errno, absl::StrCat("stat ", path));
+    const uint64_t size = static_cast<uint64_t>(st.st_size);
+    if (size < layout::kHeaderBytes) {
+      return absl::DataLossError(absl::StrCat("refusing region file ", path, ": ", size,
+                                              " bytes is too short for a region (truncated?)"));
+    }
+    void* mem = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+    if (mem == MAP_FAILED) return ErrnoToStatus(errno, absl::StrCat("mmap ", path));
+    memory_ = static_cast<uint8_t*>(mem);
+    mapped_bytes_ = size;
+    absl::StatusOr<layout::Layout> l = layout::ParseHeader(
+        absl::string_view(reinterpret_cast<char*>(memory_), layout::kHeaderBytes), size);
+    if (!l.ok()) {
+      return absl::Status(l.status().code(), absl::StrCat("refusing region file ", path, ": ",
+                                                          l.status().message()));
+    }
+    if (o.region_bytes != 0 && o.region_bytes != size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "region file ", path, " holds a region of ", size, " bytes, not the ", o.region_bytes,
+          " asked for; drop the size flag to use the file as it is"));
+    }
+    layout_ = *l;
+    // A new generation: clients holding the old rkey must refresh.
+    layout_.generation = std::max(l->generation + 1, o.generation);
+    layout::SetGeneration(memory_, layout_.generation);
+    recovered_ = true;
+    return absl::OkStatus();
+  }
+  if (errno != ENOENT) return ErrnoToStatus(errno, absl::StrCat("open ", path));
+  if (o.region_bytes == 0) return absl::InvalidArgumentError("a new region needs a size");
+  RKV_ASSIGN_OR_RETURN(layout_, layout::ComputeLayout(o.region_bytes, o.index_share, o.generation));
+  fd = Fd(::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  if (!fd.valid()) return ErrnoToStatus(errno, absl::StrCat("create ", path));
+  // Allocate the blocks now: a full disk shows up here, not as SIGBUS later.
+  if (int err = ::posix_fallocate(fd.get(), 0, static_cast<off_t>(o.region_bytes)); err != 0) {
+    ::unlink(path.c_str());
+    return ErrnoToStatus(err, absl::StrCat("allocate ", o.region_bytes, " bytes for ", path));
+  }
+  void* mem = ::mmap(nullptr, o.region_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+  if (mem == MAP_FAILED) return ErrnoToStatus(errno, absl::StrCat("mmap ", path));
+  memory_ = static_cast<uint8_t*>(mem);
+  mapped_bytes_ = o.region_bytes;
+  layout::InitRegion(memory_, layout_);
+  return Flush();
+}
+
 absl::StatusOr<std::unique_ptr<RegionServer>> RegionServer::Create(
     fabric::Fabric& fabric, const RegionServerOptions& options) {
   std::unique_ptr<RegionServer> s(new RegionServer());
-  RKV_ASSIGN_OR_RETURN(s->layout_, layout::ComputeLayout(options.region_bytes,
-                                                         options.index_share, options.generation));
-  void* mem = ::mmap(nullptr, options.region_bytes, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (mem == MAP_FAILED) {
-    return ErrnoToStatus(errno, absl::StrCat("mmap of a ", options.region_bytes, "-byte region"));
+  if (!options.region_file.empty()) {
+    RKV_RETURN_IF_ERROR(s->MapFile(options));
+  } else {
+    RKV_ASSIGN_OR_RETURN(s->layout_, layout::ComputeLayout(options.region_bytes,
+                                                           options.index_share, options.generation));
+    void* mem = ::mmap(nullptr, options.region_bytes, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) {
+      return ErrnoToStatus(errno, absl::StrCat("mmap of a ", options.region_bytes, "-byte region"));
+    }
+    s->memory_ = static_cast<uint8_t*>(mem);
+    s->mapped_bytes_ = options.region_bytes;
+    layout::InitRegion(s->memory_, s->layout_);
   }
-  s->memory_ = static_cast<uint8_t*>(mem);
-  layout::InitRegion(s->memory_, s->layout_);
-  RKV_ASSIGN_OR_RETURN(s->region_,
-                       fabric.RegisterMemory(s->memory_, options.region_bytes, fabric::kAllAccess));
+  RKV_ASSIGN_OR_RETURN(s->region_, fabric.RegisterMemory(s->memory_, s->mapped_bytes_,
+                                                         fabric::kAllAccess));
   RKV_ASSIGN_OR_RETURN(s->listener_, fabric.Listen({options.listen_address, options.token}));
   return s;
 }
@@ -30,7 +93,41 @@ absl::StatusOr<std::unique_ptr<RegionServer>> RegionServer::Create(
 RegionServer::~RegionServer() {
   listener_.reset();  // No peer touches the memory once these are gone.
   region_.reset();
-  if (memory_ != nullptr) ::munmap(memory_, layout_.region_bytes);
+  if (memory_ != nullptr) {
+    (void)Flush();
+    ::munmap(memory_, mapped_bytes_);
+  }
+}
+
+absl::Status RegionServer::Flush() {
+  if (memory_ == nullptr || !file_backed_) return absl::OkStatus();
+  if (::msync(memory_, mapped_bytes_, MS_SYNC) != 0 && errno != ENOMEM) {
+    return ErrnoToStatus(errno, "msync of the region file");
+  }
+  return absl::OkStatus();
+}
+
+RegionStats RegionServer::Stats() const {
+  RegionStats st;
+  st.slots_total = layout_.slots();
+  st.heap_bytes = layout_.heap_bytes;
+  // Peers change these words concurrently: read them as the NIC does.
+  for (uint64_t g = 0; g < layout_.groups; ++g) {
+    const uint8_t* group = memory_ + layout_.group_offset(g);
+    for (uint64_t b = 0; b < 3; ++b) {
+      for (uint64_t i = 1; i <= layout::kSlotsPerBucket; ++i) {
+        auto* word = reinterpret_cast<uint64_t*>(const_cast<uint8_t*>(group + b * 64 + i * 8));
+        if (layout::IsCommitted(std::atomic_ref<uint64_t>(*word).load(std::memory_order_relaxed))) {
+          st.slots_used++;
+        }
+      }
+    }
+  }
+  auto* cursor =
+      reinterpret_cast<uint64_t*>(memory_ + layout::HeaderOffsets::kHeapCursor);
+  st.heap_used = std::min(std::atomic_ref<uint64_t>(*cursor).load(std::memory_order_relaxed),
+                          layout_.heap_bytes);
+  return st;
 }
 
 fabric::RemoteRegion RegionServer::address() const {

@@ -2,6 +2,11 @@
 // registered with the fabric and reachable through a listener. After
 // Create() the server's CPU has nothing to do on the data path: the fabric
 // serves every GET, PUT and DELETE.
+//
+// With a region file the memory is a shared mapping of that file, so a
+// killed server loses nothing clients were told was stored; started on an
+// existing file, the server checks it and serves what it holds, under a new
+// generation and a new rkey.
 #ifndef RKV_SERVER_REGION_SERVER_H_
 #define RKV_SERVER_REGION_SERVER_H_
 
@@ -24,6 +29,15 @@ struct RegionServerOptions {
   std::string listen_address = "127.0.0.1:0";
   std::string token;
   uint64_t generation = 1;
+  // Empty: anonymous memory, lost with the process.
+  std::string region_file;
+};
+
+struct RegionStats {
+  uint64_t slots_total = 0;
+  uint64_t slots_used = 0;
+  uint64_t heap_bytes = 0;
+  uint64_t heap_used = 0;
 };
 
 class RegionServer {
@@ -37,12 +51,24 @@ class RegionServer {
   // What a client needs to reach the region.
   fabric::RemoteRegion address() const;
   const layout::Layout& layout() const { return layout_; }
+  uint64_t generation() const { return layout_.generation; }
+  // True when the region came from an existing file.
+  bool recovered() const { return recovered_; }
+
+  // Counts used slots and heap (a scan of the index: control plane only).
+  RegionStats Stats() const;
+  // Writes the region file back to disk (msync); no-op without a file.
+  absl::Status Flush();
 
  private:
   RegionServer() = default;
+  absl::Status MapFile(const RegionServerOptions& options);
 
   layout::Layout layout_;
   uint8_t* memory_ = nullptr;  // mmap'ed, owned.
+  uint64_t mapped_bytes_ = 0;
+  bool recovered_ = false;
+  bool file_backed_ = false;
   std::unique_ptr<fabric::MemoryRegion> region_;
   std::unique_ptr<fabric::Listener> listener_;
 };

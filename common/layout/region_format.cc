@@ -90,6 +90,12 @@ void InitRegion(uint8_t* region, const Layout& l) {
   std::memset(region + l.index_offset, 0, l.groups * kGroupBytes);
 }
 
+void SetGeneration(uint8_t* region, uint64_t generation) {
+  Put<uint64_t>(region, HeaderOffsets::kGeneration, generation);
+  Put<uint32_t>(region, HeaderOffsets::kChecksum,
+                HeaderChecksum(reinterpret_cast<const char*>(region)));
+}
+
 absl::StatusOr<Layout> ParseHeader(absl::string_view header, uint64_t region_bytes) {
   if (header.size() < HeaderOffsets::kChecksum + 4) {
     return absl::InvalidArgumentError("region header truncated");

@@ -73,6 +73,10 @@ absl::StatusOr<Layout> ComputeLayout(uint64_t region_bytes, double index_share,
 // Writes the header and zeroes the index of a fresh region.
 void InitRegion(uint8_t* region, const Layout& layout);
 
+// Sets the generation of an initialised region (a restart registers the
+// region anew) and re-seals the header checksum.
+void SetGeneration(uint8_t* region, uint64_t generation);
+
 // Reads and checks a region header: magic, version, checksum, and that the
 // layout fits `region_bytes`. What a client or a restarting server trusts.
 absl::StatusOr<Layout> ParseHeader(absl::string_view header, uint64_t region_bytes);

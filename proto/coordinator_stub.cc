@@ -1,0 +1,31 @@
+#include "coordinator_stub.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace rkv {
+
+CoordinatorStub::CoordinatorStub(const std::string& address, std::string token)
+    : address_(address), token_(std::move(token)) {
+  stub_ = proto::Coordinator::NewStub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+}
+
+void CoordinatorStub::Prepare(grpc::ClientContext* ctx, absl::Duration timeout) const {
+  if (!token_.empty()) ctx->AddMetadata("rkv-token", token_);
+  ctx->set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout));
+}
+
+absl::Status CoordinatorStub::GetClusterMap(proto::ClusterMap* map, absl::Duration timeout) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx, timeout);
+  return FromGrpc(stub_->GetClusterMap(&ctx, proto::GetClusterMapRequest(), map),
+                  absl::StrCat("coordinator ", address_));
+}
+
+absl::Status FromGrpc(const grpc::Status& s, const std::string& what) {
+  if (s.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+                      absl::StrCat(what, ": ", s.error_message()));
+}
+
+}  // namespace rkv

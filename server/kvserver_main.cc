@@ -1,0 +1,158 @@
+// kvserver: an rkv storage node. Lays out one region (in a file, if asked,
+// so that a restart keeps every key), registers it with the fabric, joins
+// the cluster at the coordinator and renews its lease. Then it stays out of
+// the way: clients reach the region with one-sided RDMA only.
+#include <csignal>
+#include <iostream>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "common/cluster_token.h"
+#include "common/fabric/fabric_flags.h"
+#include "common/flags.h"
+#include "common/logging.h"
+#include "proto/coordinator_stub.h"
+#include "server/region_server.h"
+
+ABSL_FLAG(std::string, coordinator, rkv::kDefaultCoordinator, "kvcoord's gRPC address.");
+ABSL_FLAG(std::string, listen, "127.0.0.1:0",
+          "Address the fabric listens on for clients' queue pairs (port 0: any free).");
+ABSL_FLAG(std::string, memory, "64MiB",
+          "Region size (index and heap), e.g. 256MiB or 4GiB. With an existing "
+          "--region_file it must match the file's size.");
+ABSL_FLAG(double, index_share, 0.25, "Share of the region given to the hash index.");
+ABSL_FLAG(std::string, region_file, "",
+          "Keep the region in this file (shared mapping): a restart serves every key "
+          "stored before, even after kill -9. Empty: memory only, lost on exit.");
+ABSL_FLAG(std::string, id, "", "This server's id, stable across restarts (it places keys).");
+
+namespace {
+
+volatile std::sig_atomic_t g_stop = 0;
+
+rkv::proto::RegionStats ToProto(const rkv::server::RegionStats& s) {
+  rkv::proto::RegionStats p;
+  p.set_slots_total(s.slots_total);
+  p.set_slots_used(s.slots_used);
+  p.set_heap_bytes(s.heap_bytes);
+  p.set_heap_used(s.heap_used);
+  return p;
+}
+
+int Fail(const absl::Status& s) {
+  std::cerr << "kvserver: " << s.message() << "\n";
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  rkv::ParseFlags(argc, argv,
+                  "kvserver: an rkv storage node.\n"
+                  "Usage: kvserver --id=NAME [--coordinator=HOST:PORT] [--fabric=auto|verbs|soft]\n"
+                  "                [--memory=64MiB] [--region_file=PATH] [--token=T|--token_file=F]");
+  const std::string id = absl::GetFlag(FLAGS_id);
+  if (id.empty()) {
+    std::cerr << "kvserver: --id is required (a name stable across restarts)\n";
+    return 2;
+  }
+  auto token = rkv::ClusterTokenFromFlags();
+  auto fabric_options = rkv::fabric::FabricOptionsFromFlags();
+  auto bytes = rkv::ParseByteSize(absl::GetFlag(FLAGS_memory));
+  for (const absl::Status& s : {token.status(), fabric_options.status(), bytes.status()}) {
+    if (!s.ok()) {
+      std::cerr << "kvserver: " << s.message() << "\n";
+      return 2;
+    }
+  }
+  auto fabric = rkv::fabric::OpenFabric(*fabric_options);
+  if (!fabric.ok()) return Fail(fabric.status());
+
+  rkv::server::RegionServerOptions ro;
+  ro.region_bytes = *bytes;
+  ro.index_share = absl::GetFlag(FLAGS_index_share);
+  ro.listen_address = absl::GetFlag(FLAGS_listen);
+  ro.token = *token;
+  ro.region_file = absl::GetFlag(FLAGS_region_file);
+  ro.generation = static_cast<uint64_t>(absl::ToUnixMillis(absl::Now()));
+  auto region = rkv::server::RegionServer::Create(**fabric, ro);
+  if (!region.ok()) return Fail(region.status());
+  const rkv::fabric::RemoteRegion addr = (*region)->address();
+  RKV_LOG(INFO) << "kvserver " << id << ": " << ((*region)->recovered() ? "recovered" : "new")
+                << " region of " << ((*region)->layout().region_bytes >> 20) << " MiB"
+                << (ro.region_file.empty() ? "" : " in " + ro.region_file) << ", "
+                << rkv::fabric::FabricKindName((*fabric)->kind()) << " fabric on "
+                << addr.endpoint.address << ", generation " << (*region)->generation();
+
+  rkv::proto::RegisterRequest reg;
+  reg.set_id(id);
+  rkv::proto::RegionDescriptor* d = reg.mutable_region();
+  d->mutable_endpoint()->set_kind(rkv::fabric::FabricKindName((*fabric)->kind()));
+  d->mutable_endpoint()->set_address(addr.endpoint.address);
+  d->set_base_address(addr.base);
+  d->set_length(addr.length);
+  d->set_rkey(addr.rkey);
+  d->set_generation((*region)->generation());
+
+  std::signal(SIGINT, [](int) { g_stop = 1; });
+  std::signal(SIGTERM, [](int) { g_stop = 1; });
+  rkv::CoordinatorStub coord(absl::GetFlag(FLAGS_coordinator), *token);
+  bool registered = false;
+  bool reported_outage = false;
+  absl::Duration interval = absl::Milliseconds(500);
+  while (!g_stop) {
+    grpc::ClientContext ctx;
+    coord.Prepare(&ctx, absl::Seconds(2));
+    grpc::Status s;
+    if (!registered) {
+      *reg.mutable_stats() = ToProto((*region)->Stats());
+      rkv::proto::RegisterResponse resp;
+      s = coord.stub().Register(&ctx, reg, &resp);
+      if (s.ok()) {
+        registered = true;
+        interval = absl::Milliseconds(std::max<uint64_t>(50, resp.lease_ms() / 3));
+        RKV_LOG(INFO) << "registered with " << coord.address() << " (lease " << resp.lease_ms()
+                      << " ms, map epoch " << resp.epoch() << ")";
+      }
+    } else {
+      rkv::proto::HeartbeatRequest hb;
+      hb.set_id(id);
+      hb.set_generation((*region)->generation());
+      *hb.mutable_stats() = ToProto((*region)->Stats());
+      rkv::proto::HeartbeatResponse resp;
+      s = coord.stub().Heartbeat(&ctx, hb, &resp);
+      if (s.error_code() == grpc::StatusCode::NOT_FOUND ||
+          s.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
+        RKV_LOG(INFO) << "coordinator does not know this registration; registering again";
+        registered = false;
+        continue;
+      }
+    }
+    if (s.ok()) {
+      if (reported_outage) RKV_LOG(INFO) << "coordinator " << coord.address() << " reachable again";
+      reported_outage = false;
+    } else if (s.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
+               s.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
+      return Fail(rkv::FromGrpc(s, "coordinator refused this server"));
+    } else if (!reported_outage) {
+      RKV_LOG(WARNING) << "coordinator " << coord.address() << ": " << s.error_message()
+                       << "; still serving, retrying";
+      reported_outage = true;
+    }
+    const absl::Time until = absl::Now() + (registered ? interval : absl::Milliseconds(500));
+    while (!g_stop && absl::Now() < until) absl::SleepFor(absl::Milliseconds(20));
+  }
+
+  RKV_LOG(INFO) << "kvserver " << id << " stopping";
+  if (registered) {
+    grpc::ClientContext ctx;
+    coord.Prepare(&ctx, absl::Seconds(1));
+    rkv::proto::DeregisterRequest dr;
+    dr.set_id(id);
+    dr.set_generation((*region)->generation());
+    rkv::proto::DeregisterResponse resp;
+    (void)coord.stub().Deregister(&ctx, dr, &resp);
+  }
+  if (absl::Status s = (*region)->Flush(); !s.ok()) return Fail(s);
+  return 0;
+}
