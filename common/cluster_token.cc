@@ -14,8 +14,12 @@ ABSL_FLAG(std::string, token_file, "",
 
 namespace rkv {
 
-absl::StatusOr<std::string> ClusterTokenFromFlags() {
-  const std::string path = absl::GetFlag(FLAGS_token_file);
+absl::StatusOr<std::string> ClusterTokenFromFlags(const std::string& default_file) {
+  std::string path = absl::GetFlag(FLAGS_token_file);
+  if (path.empty() && absl::GetFlag(FLAGS_token).empty() && !default_file.empty() &&
+      std::ifstream(default_file).good()) {
+    path = default_file;
+  }
   if (path.empty()) return absl::GetFlag(FLAGS_token);
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read token file ", path));

@@ -10,7 +10,9 @@
 
 namespace rkv {
 
-absl::StatusOr<std::string> ClusterTokenFromFlags();
+// With neither flag set, reads `default_file` if it exists (tools pass the
+// file scripts/cluster.sh writes, so that a local cluster needs no flags).
+absl::StatusOr<std::string> ClusterTokenFromFlags(const std::string& default_file = "");
 
 }  // namespace rkv
 

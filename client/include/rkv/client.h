@@ -26,6 +26,8 @@ namespace rkv {
 
 struct ClientOptions {
   fabric::FabricOptions fabric;
+  // The cluster token: sent to the coordinator and in fabric handshakes.
+  std::string cluster_token;
   // Operations in flight at once; more are queued.
   uint32_t max_outstanding = 64;
   // Key -> (slot, slot value) entries kept (0 disables the cache). About
@@ -65,10 +67,18 @@ class Client {
   using GetCallback = std::function<void(absl::StatusOr<std::string>)>;
   using DoneCallback = std::function<void(absl::Status)>;
 
-  // Connects to the region and reads its header. Keys up to 1 KiB; values
-  // up to 1 MiB.
+  // Connects to one server's region and reads its header. Keys up to 1 KiB;
+  // values up to 1 MiB.
   static absl::StatusOr<std::unique_ptr<Client>> Open(const fabric::RemoteRegion& region,
                                                       const ClientOptions& options = {});
+
+  // A client of a whole cluster: fetches and watches the coordinator's map,
+  // places each key on a server by rendezvous hashing of server ids (so
+  // every client agrees), connects to servers lazily, and after a failure
+  // refreshes the map and retries once (a restarted server has a new rkey).
+  // Keys of a server that is down fail fast with Unavailable.
+  static absl::StatusOr<std::unique_ptr<Client>> OpenCluster(const std::string& coordinator,
+                                                             const ClientOptions& options = {});
   virtual ~Client() = default;
 
   // NotFound when absent.
