@@ -1,39 +1,49 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds, and shows rkv's fabric at work: one
-# process registers a memory region and serves it over the soft fabric on
-# loopback; another READs, WRITEs and CASes it one-sidedly and prints round
-# trips and throughput. Everything it starts, it stops.
+# Installs what is missing, builds, and shows rkv at work on this machine:
+# a coordinator and three storage servers on loopback (soft fabric, regions
+# in files), a short workload through the client library, a server killed
+# with SIGKILL and brought back with its keys. Everything it starts, it
+# stops.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/build.sh
 
-work="$(mktemp -d /tmp/rkv-quickstart.XXXXXX)"
-server_pid=""
+export RKV_CLUSTER_DIR="$(mktemp -d /tmp/rkv-quickstart.XXXXXX)"
 cleanup() {
-  if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
-    kill "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-  fi
-  rm -rf "$work"
+  bash scripts/cluster.sh stop >/dev/null 2>&1 || true
+  rm -rf "$RKV_CLUSTER_DIR"
 }
 trap cleanup EXIT INT TERM
+kvctl() { build/bin/kvctl "$@"; }
 
-descriptor="$work/region"
 echo
-echo "== starting a target process: 64 MiB registered on the soft fabric (127.0.0.1)"
-build/bin/fabric_demo serve --fabric=soft --descriptor="$descriptor" \
-  --max_serve_seconds=120 2>"$work/server.log" &
-server_pid=$!
-for _ in $(seq 100); do
-  [ -f "$descriptor" ] && break
-  kill -0 "$server_pid" 2>/dev/null || { cat "$work/server.log" >&2; exit 1; }
-  sleep 0.1
-done
-[ -f "$descriptor" ] || { echo "quickstart: the target did not start" >&2; cat "$work/server.log" >&2; exit 1; }
-sed 's/^/   /' "$work/server.log"
+echo "== starting a local cluster: kvcoord + 3 kvservers (soft fabric, 127.0.0.1)"
+bash scripts/cluster.sh start 3
+kvctl status
 
-echo "== a second process works on that memory with one-sided READ, WRITE and CAS"
-build/bin/fabric_demo client --fabric=soft --descriptor="$descriptor" --seconds=1
 echo
-echo "== done; stopping the target"
+echo "== kvctl put greeting 'hello, one-sided world'; kvctl get greeting"
+kvctl put greeting "hello, one-sided world"
+kvctl get greeting
+
+echo
+echo "== a short workload: 20000 PUTs, then 20000 GETs, 32 in flight, through the client library"
+kvctl bench 20000
+
+victim=$(kvctl status --json | grep -o '"id": "[^"]*"' | head -1 | cut -d'"' -f4)
+echo
+echo "== kill -9 of server $victim: the map marks it down, its keys are unavailable"
+kill -9 "$(cat "$RKV_CLUSTER_DIR/$victim.pid")"
+sleep 2.5
+kvctl status
+echo
+echo "== $victim restarts from its region file; every key is back"
+bash scripts/cluster.sh restart-server "$victim"
+sleep 1.5
+kvctl status
+kvctl get greeting
+kvctl verify 20000  # Reads back and checks every value the workload wrote.
+
+echo
+echo "== stopping the cluster"

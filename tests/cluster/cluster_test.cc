@@ -1,0 +1,312 @@
+// Multi-process tests of a cluster on loopback: a kvcoord and kvservers as
+// real processes, killed with SIGKILL and restarted, and clients that must
+// keep every acknowledged write.
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/fabric/fabric.h"
+#include "gtest/gtest.h"
+#include "proto/coordinator_stub.h"
+#include "rkv/client.h"
+
+namespace rkv {
+namespace {
+
+constexpr char kToken[] = "cluster-test-token";
+constexpr int kLeaseMs = 600;
+
+// A child process, killed (SIGKILL) if still running when destroyed.
+class Process {
+ public:
+  explicit Process(std::vector<std::string> argv) {
+    pid_ = fork();
+    if (pid_ == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);  // Never outlive the test.
+      std::vector<char*> args;
+      for (std::string& a : argv) args.push_back(a.data());
+      args.push_back(nullptr);
+      execv(args[0], args.data());
+      _exit(127);
+    }
+  }
+  ~Process() { Kill(SIGKILL); }
+  void Kill(int sig) {
+    if (pid_ <= 0) return;
+    kill(pid_, sig);
+    if (sig == SIGKILL || sig == SIGTERM) {
+      waitpid(pid_, nullptr, 0);
+      pid_ = -1;
+    }
+  }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+class ClusterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = absl::StrCat(::testing::TempDir(), "/rkv-cluster-", getpid(), "-",
+                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    ASSERT_EQ(system(absl::StrCat("rm -rf ", dir_, " && mkdir -p ", dir_).c_str()), 0);
+    StartCoordinator(/*port=*/0);
+  }
+  void TearDown() override {
+    servers_.clear();
+    coordinator_.reset();
+    (void)system(absl::StrCat("rm -rf ", dir_).c_str());
+  }
+
+  void StartCoordinator(int port) {
+    const std::string port_file = dir_ + "/coord.port";
+    unlink(port_file.c_str());
+    coordinator_ = std::make_unique<Process>(std::vector<std::string>{
+        RKV_KVCOORD, absl::StrCat("--listen=127.0.0.1:", port), absl::StrCat("--lease_ms=", kLeaseMs),
+        absl::StrCat("--token=", kToken), "--port_file=" + port_file});
+    for (int i = 0; i < 200 && port_ == 0; ++i) {
+      std::ifstream in(port_file);
+      in >> port_;
+      if (port_ == 0) absl::SleepFor(absl::Milliseconds(20));
+    }
+    ASSERT_NE(port_, 0) << "kvcoord did not start";
+    address_ = absl::StrCat("127.0.0.1:", port_);
+  }
+
+  void StartServer(const std::string& id) {
+    servers_[id] = std::make_unique<Process>(std::vector<std::string>{
+        RKV_KVSERVER, "--id=" + id, "--coordinator=" + address_, absl::StrCat("--token=", kToken),
+        "--fabric=soft", "--memory=16MiB", "--region_file=" + dir_ + "/" + id + ".region"});
+  }
+
+  proto::ClusterMap Map(const std::string& token = kToken) {
+    CoordinatorStub stub(address_, token);
+    proto::ClusterMap map;
+    absl::Status s = stub.GetClusterMap(&map, absl::Seconds(2));
+    EXPECT_TRUE(s.ok()) << s;
+    return map;
+  }
+
+  // Waits until `pred(map)` holds; false after 10 s.
+  template <typename Pred>
+  bool WaitForMap(Pred pred) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (absl::Now() < deadline) {
+      CoordinatorStub stub(address_, kToken);
+      proto::ClusterMap map;
+      if (stub.GetClusterMap(&map, absl::Seconds(1)).ok() && pred(map)) return true;
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    return false;
+  }
+
+  static int CountState(const proto::ClusterMap& m, proto::ServerState state) {
+    int n = 0;
+    for (const auto& s : m.servers()) n += s.state() == state;
+    return n;
+  }
+
+  std::unique_ptr<Client> OpenClient() {
+    ClientOptions o;
+    o.fabric.kind = fabric::FabricKind::kSoft;
+    o.cluster_token = kToken;
+    o.scratch_bytes = 4 << 20;
+    auto c = Client::OpenCluster(address_, o);
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? std::move(c).value() : nullptr;
+  }
+
+  void StartThree() {
+    for (const char* id : {"s1", "s2", "s3"}) StartServer(id);
+    ASSERT_TRUE(WaitForMap([](const proto::ClusterMap& m) {
+      return CountState(m, proto::SERVER_STATE_UP) == 3;
+    })) << "three servers did not come up";
+  }
+
+  std::string dir_;
+  int port_ = 0;
+  std::string address_;
+  std::unique_ptr<Process> coordinator_;
+  std::map<std::string, std::unique_ptr<Process>> servers_;
+};
+
+TEST_F(ClusterTest, KeysSpreadOverThreeServers) {
+  StartThree();
+  auto client = OpenClient();
+  ASSERT_NE(client, nullptr);
+  constexpr int kKeys = 300;
+  for (int i = 0; i < kKeys; ++i) ASSERT_TRUE(client->Put(absl::StrCat("k", i), "v").ok());
+  // The servers' heartbeats report the slots in use.
+  proto::ClusterMap map;
+  ASSERT_TRUE(WaitForMap([&](const proto::ClusterMap& m) {
+    uint64_t used = 0;
+    for (const auto& s : m.servers()) used += s.stats().slots_used();
+    map = m;
+    return used == kKeys;
+  }));
+  for (const auto& s : map.servers()) {
+    EXPECT_GT(s.stats().slots_used(), uint64_t{kKeys / 6}) << s.id() << " holds too few keys";
+  }
+  for (int i = 0; i < kKeys; ++i) EXPECT_EQ(*client->Get(absl::StrCat("k", i)), "v");
+}
+
+TEST_F(ClusterTest, KilledServerIsMarkedDownAndRestartsWithItsKeys) {
+  StartThree();
+  auto client = OpenClient();
+  ASSERT_NE(client, nullptr);
+  constexpr int kKeys = 200;
+  for (int round = 1; round <= 2; ++round) {
+    for (int i = 0; i < kKeys; ++i) {
+      ASSERT_TRUE(client->Put(absl::StrCat("k", i), absl::StrCat("v", round, "-", i)).ok());
+    }
+  }
+  servers_["s2"]->Kill(SIGKILL);
+  const absl::Time killed = absl::Now();
+  ASSERT_TRUE(WaitForMap([](const proto::ClusterMap& m) {
+    return CountState(m, proto::SERVER_STATE_DOWN) == 1;
+  }));
+  EXPECT_LT(absl::Now() - killed, absl::Milliseconds(3 * kLeaseMs));
+  // Keys of s2 fail fast; the others are served as before.
+  int unavailable = 0;
+  for (int i = 0; i < kKeys; ++i) {
+    const absl::Time t0 = absl::Now();
+    auto v = client->Get(absl::StrCat("k", i));
+    if (v.ok()) {
+      EXPECT_EQ(*v, absl::StrCat("v2-", i));
+    } else {
+      EXPECT_TRUE(absl::IsUnavailable(v.status())) << v.status();
+      EXPECT_LT(absl::Now() - t0, absl::Seconds(3)) << "a down server's key must fail fast";
+      unavailable++;
+    }
+  }
+  EXPECT_GT(unavailable, 0);
+  EXPECT_LT(unavailable, kKeys);
+  // Back from its region file, with a new generation and rkey: every
+  // acknowledged key reads its last value, through the same client.
+  StartServer("s2");
+  ASSERT_TRUE(WaitForMap([](const proto::ClusterMap& m) {
+    return CountState(m, proto::SERVER_STATE_UP) == 3;
+  }));
+  for (int i = 0; i < kKeys; ++i) {
+    auto v = client->Get(absl::StrCat("k", i));
+    ASSERT_TRUE(v.ok()) << "k" << i << ": " << v.status();
+    EXPECT_EQ(*v, absl::StrCat("v2-", i));
+  }
+}
+
+TEST_F(ClusterTest, ClientsOutliveTheCoordinator) {
+  StartThree();
+  auto client = OpenClient();
+  ASSERT_NE(client, nullptr);
+  ASSERT_TRUE(client->Put("before", "1").ok());
+  const uint64_t epoch = Map().epoch();
+  coordinator_->Kill(SIGKILL);
+  // The data path does not need the coordinator.
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_TRUE(client->Put(absl::StrCat("during", i), "2").ok());
+    ASSERT_EQ(*client->Get(absl::StrCat("during", i)), "2");
+  }
+  EXPECT_EQ(*client->Get("before"), "1");
+  // A new coordinator on the same address learns the cluster again.
+  const int port = port_;
+  port_ = 0;
+  StartCoordinator(port);
+  ASSERT_TRUE(WaitForMap([](const proto::ClusterMap& m) {
+    return CountState(m, proto::SERVER_STATE_UP) == 3;
+  })) << "the servers did not register with the new coordinator";
+  EXPECT_GT(epoch, 0u);
+  EXPECT_EQ(*client->Get("during7"), "2");
+  auto fresh = OpenClient();
+  ASSERT_NE(fresh, nullptr);
+  EXPECT_EQ(*fresh->Get("during42"), "2");
+}
+
+TEST_F(ClusterTest, UnauthenticatedAndMalformedCallsAreRejected) {
+  StartServer("s1");
+  ASSERT_TRUE(WaitForMap([](const proto::ClusterMap& m) {
+    return CountState(m, proto::SERVER_STATE_UP) == 1;
+  }));
+  // No token, wrong token.
+  for (const std::string& token : {std::string(), std::string("wrong")}) {
+    CoordinatorStub stub(address_, token);
+    proto::ClusterMap map;
+    absl::Status s = stub.GetClusterMap(&map);
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated) << s;
+  }
+  // Malformed registrations.
+  CoordinatorStub stub(address_, kToken);
+  auto register_with = [&](proto::RegisterRequest req) {
+    grpc::ClientContext ctx;
+    stub.Prepare(&ctx, absl::Seconds(2));
+    proto::RegisterResponse resp;
+    return stub.stub().Register(&ctx, req, &resp).error_code();
+  };
+  proto::RegisterRequest good;
+  good.set_id("sX");
+  good.mutable_region()->mutable_endpoint()->set_kind("soft");
+  good.mutable_region()->mutable_endpoint()->set_address("127.0.0.1:9");
+  good.mutable_region()->set_base_address(4096);
+  good.mutable_region()->set_length(1 << 20);
+  good.mutable_region()->set_generation(1);
+  proto::RegisterRequest bad = good;
+  bad.set_id("");
+  EXPECT_EQ(register_with(bad), grpc::StatusCode::INVALID_ARGUMENT);
+  bad = good;
+  bad.set_id("has space");
+  EXPECT_EQ(register_with(bad), grpc::StatusCode::INVALID_ARGUMENT);
+  bad = good;
+  bad.mutable_region()->mutable_endpoint()->set_kind("carrier-pigeon");
+  EXPECT_EQ(register_with(bad), grpc::StatusCode::INVALID_ARGUMENT);
+  bad = good;
+  bad.mutable_region()->mutable_endpoint()->set_address("nowhere");
+  EXPECT_EQ(register_with(bad), grpc::StatusCode::INVALID_ARGUMENT);
+  bad = good;
+  bad.mutable_region()->set_length(0);
+  EXPECT_EQ(register_with(bad), grpc::StatusCode::INVALID_ARGUMENT);
+  // The soft fabric refuses a queue pair without the token.
+  const proto::ClusterMap map = Map();
+  ASSERT_EQ(map.servers_size(), 1);
+  const proto::ServerInfo& s1 = map.servers(0);
+  auto f = fabric::OpenFabric({.kind = fabric::FabricKind::kSoft});
+  ASSERT_TRUE(f.ok());
+  auto qp = (*f)->Connect({s1.region().endpoint().address(), "wrong"});
+  EXPECT_TRUE(absl::IsPermissionDenied(qp.status())) << qp.status();
+  // And the cluster still works.
+  auto client = OpenClient();
+  ASSERT_NE(client, nullptr);
+  EXPECT_TRUE(client->Put("k", "v").ok());
+}
+
+TEST_F(ClusterTest, ForeignOrCorruptRegionFilesAreRefused) {
+  const std::string path = dir_ + "/bad.region";
+  auto run = [&](const std::string& content) {
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << content;
+    const std::string cmd =
+        absl::StrCat(RKV_KVSERVER, " --id=bad --coordinator=", address_, " --token=", kToken,
+                     " --fabric=soft --memory=16MiB --region_file=", path, " 2>&1");
+    FILE* p = popen(cmd.c_str(), "r");
+    std::string out;
+    char buf[512];
+    while (fgets(buf, sizeof(buf), p)) out += buf;
+    const int rc = pclose(p);
+    return std::make_pair(rc, out);
+  };
+  auto [rc1, out1] = run("short");
+  EXPECT_NE(rc1, 0);
+  EXPECT_NE(out1.find("refusing region file"), std::string::npos) << out1;
+  auto [rc2, out2] = run(std::string(16 << 20, 'x'));
+  EXPECT_NE(rc2, 0);
+  EXPECT_NE(out2.find("not an rkv region"), std::string::npos) << out2;
+}
+
+}  // namespace
+}  // namespace rkv
