@@ -41,22 +41,6 @@ class ClientImpl final : public Client, public client_internal::Session {
   Rng& rng() override { return rng_; }
 
   // Client.
-  absl::StatusOr<std::string> Get(absl::string_view key) override {
-    absl::StatusOr<std::string> out;
-    GetAsync(key, [&](absl::StatusOr<std::string> v) { out = std::move(v); });
-    Drain();
-    return out;
-  }
-  absl::Status Put(absl::string_view key, absl::string_view value) override {
-    return RunSync(OpType::kPut, key, value);
-  }
-  absl::Status Insert(absl::string_view key, absl::string_view value) override {
-    return RunSync(OpType::kInsert, key, value);
-  }
-  absl::Status Delete(absl::string_view key) override {
-    return RunSync(OpType::kDelete, key, "");
-  }
-
   void GetAsync(absl::string_view key, GetCallback done) override {
     Submit(OpType::kGet, key, "", std::move(done), nullptr);
   }
@@ -97,17 +81,6 @@ class ClientImpl final : public Client, public client_internal::Session {
     queued_.push_back({std::make_unique<KvOperation>(*this, type, std::string(key),
                                                      std::string(value)),
                        std::move(on_get), std::move(on_done)});
-  }
-
-  absl::Status RunSync(OpType type, absl::string_view key, absl::string_view value) {
-    absl::Status out;
-    Submit(type, key, value, nullptr, [&](absl::Status s) { out = std::move(s); });
-    Drain();
-    return out;
-  }
-
-  void Drain() {
-    while (in_flight() > 0) Poll(absl::Seconds(1));
   }
 
   void Complete(Pending& p);

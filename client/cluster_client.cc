@@ -38,31 +38,6 @@ class ClusterClient final : public Client {
     return absl::OkStatus();
   }
 
-  absl::StatusOr<std::string> Get(absl::string_view key) override {
-    absl::StatusOr<std::string> out;
-    GetAsync(key, [&](absl::StatusOr<std::string> v) { out = std::move(v); });
-    Drain();
-    return out;
-  }
-  absl::Status Put(absl::string_view key, absl::string_view value) override {
-    absl::Status out;
-    PutAsync(key, value, [&](absl::Status s) { out = std::move(s); });
-    Drain();
-    return out;
-  }
-  absl::Status Insert(absl::string_view key, absl::string_view value) override {
-    absl::Status out;
-    InsertAsync(key, value, [&](absl::Status s) { out = std::move(s); });
-    Drain();
-    return out;
-  }
-  absl::Status Delete(absl::string_view key) override {
-    absl::Status out;
-    DeleteAsync(key, [&](absl::Status s) { out = std::move(s); });
-    Drain();
-    return out;
-  }
-
   void GetAsync(absl::string_view key, GetCallback done) override {
     Dispatch({OpType::kGet, std::string(key), "", std::move(done), nullptr, false});
   }
@@ -128,10 +103,6 @@ class ClusterClient final : public Client {
     a.requests += b.requests;
     a.bytes += b.bytes;
     a.error_completions += b.error_completions;
-  }
-
-  void Drain() {
-    while (in_flight() > 0) Poll(absl::Seconds(1));
   }
 
   // Completes `op` with `s` inside the next Poll().

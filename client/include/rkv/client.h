@@ -81,14 +81,16 @@ class Client {
                                                              const ClientOptions& options = {});
   virtual ~Client() = default;
 
+  // Synchronous operations: the asynchronous ones, driven until done (so
+  // they also finish whatever else is in flight).
   // NotFound when absent.
-  virtual absl::StatusOr<std::string> Get(absl::string_view key) = 0;
+  absl::StatusOr<std::string> Get(absl::string_view key);
   // Insert or overwrite.
-  virtual absl::Status Put(absl::string_view key, absl::string_view value) = 0;
+  absl::Status Put(absl::string_view key, absl::string_view value);
   // AlreadyExists when present.
-  virtual absl::Status Insert(absl::string_view key, absl::string_view value) = 0;
+  absl::Status Insert(absl::string_view key, absl::string_view value);
   // NotFound when absent.
-  virtual absl::Status Delete(absl::string_view key) = 0;
+  absl::Status Delete(absl::string_view key);
 
   // Asynchronous forms: start the operation and return; `done` runs inside
   // a later Poll(). Errors in the arguments are reported through `done`.
@@ -108,6 +110,9 @@ class Client {
   virtual OpCosts costs(OpType type) const = 0;
   // The connection's own counters: doorbells here count shared rounds once.
   virtual fabric::QueuePairCounters connection_counters() const = 0;
+
+ private:
+  void Drain();
 };
 
 }  // namespace rkv

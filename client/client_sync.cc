@@ -1,0 +1,39 @@
+// The synchronous calls of rkv::Client: the asynchronous operations, driven
+// by Poll() until nothing is in flight.
+#include "rkv/client.h"
+
+namespace rkv {
+
+void Client::Drain() {
+  while (in_flight() > 0) Poll(absl::Seconds(1));
+}
+
+absl::StatusOr<std::string> Client::Get(absl::string_view key) {
+  absl::StatusOr<std::string> out;
+  GetAsync(key, [&](absl::StatusOr<std::string> v) { out = std::move(v); });
+  Drain();
+  return out;
+}
+
+absl::Status Client::Put(absl::string_view key, absl::string_view value) {
+  absl::Status out;
+  PutAsync(key, value, [&](absl::Status s) { out = std::move(s); });
+  Drain();
+  return out;
+}
+
+absl::Status Client::Insert(absl::string_view key, absl::string_view value) {
+  absl::Status out;
+  InsertAsync(key, value, [&](absl::Status s) { out = std::move(s); });
+  Drain();
+  return out;
+}
+
+absl::Status Client::Delete(absl::string_view key) {
+  absl::Status out;
+  DeleteAsync(key, [&](absl::Status s) { out = std::move(s); });
+  Drain();
+  return out;
+}
+
+}  // namespace rkv
