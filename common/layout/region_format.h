@@ -99,7 +99,6 @@ struct Slot {
 
   uint64_t Encode() const;
   static Slot Decode(uint64_t word);
-  bool empty() const { return size_class == 0 && offset == 0; }
 };
 
 inline constexpr uint64_t kPendingBit = 1;
@@ -108,7 +107,6 @@ inline constexpr uint64_t kKilledBit = 2;
 // the block it names.
 inline uint64_t CommittedOf(uint64_t word) { return word & ~(kPendingBit | kKilledBit); }
 inline bool IsCommitted(uint64_t word) { return word != 0 && (word & (kPendingBit | kKilledBit)) == 0; }
-inline bool IsPending(uint64_t word) { return (word & (kPendingBit | kKilledBit)) == kPendingBit; }
 inline bool IsKilled(uint64_t word) { return (word & kKilledBit) != 0; }
 inline uint64_t KilledOf(uint64_t word) { return CommittedOf(word) | kPendingBit | kKilledBit; }
 
