@@ -22,8 +22,15 @@ class ClientImpl final : public Client, public client_internal::Session {
  public:
   ClientImpl(const fabric::RemoteRegion& region, const ClientOptions& options)
       : region_(region), options_(options) {
-    if (!options_.clock) options_.clock = [] { return absl::Now(); };
+    real_clock_ = !options_.clock;
+    if (real_clock_) options_.clock = [] { return absl::Now(); };
     options_.max_outstanding = std::max<uint32_t>(1, options_.max_outstanding);
+  }
+
+  ~ClientImpl() override {
+    if (absl::Status s = ReleaseFreeBlocks(); !s.ok()) {
+      RKV_LOG(WARNING) << "freed blocks not handed back to the server (they stay unused): " << s;
+    }
   }
 
   absl::Status Init();
@@ -84,11 +91,18 @@ class ClientImpl final : public Client, public client_internal::Session {
   }
 
   void Complete(Pending& p);
+  // Hands the blocks this client freed (and the rest of its heap chunk)
+  // back to the region's free pool, so that they outlive the client.
+  absl::Status ReleaseFreeBlocks();
+  absl::Status PushFreeBlocks(uint8_t size_class, const std::vector<uint64_t>& blocks);
+  // Posts `wrs` (the last one signaled) and waits for their completion.
+  absl::Status RunSync(std::vector<fabric::WorkRequest> wrs);
   void FailActive(const absl::Status& status);
   absl::Status Reconnect();
 
   const fabric::RemoteRegion region_;
   ClientOptions options_;
+  bool real_clock_ = false;
   std::unique_ptr<fabric::Fabric> fabric_;
   std::unique_ptr<fabric::QueuePair> qp_;
   std::vector<uint8_t> local_mem_;
@@ -147,6 +161,94 @@ absl::Status ClientImpl::Init() {
   cache_ = std::make_unique<client_internal::SlotCache>(options_.cache_entries);
   active_.resize(options_.max_outstanding);
   return absl::OkStatus();
+}
+
+absl::Status ClientImpl::RunSync(std::vector<fabric::WorkRequest> wrs) {
+  for (fabric::WorkRequest& wr : wrs) wr.flags = 0;
+  wrs.back().flags = fabric::kSignaled;
+  RKV_RETURN_IF_ERROR(qp_->Post(wrs));
+  fabric::Completion c;
+  if (qp_->Wait({&c, 1}, absl::Seconds(10)) != 1) {
+    return absl::DeadlineExceededError("no completion from the server in 10 s");
+  }
+  if (c.status != fabric::CompletionStatus::kSuccess) {
+    return absl::UnavailableError(fabric::CompletionStatusName(c.status));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ClientImpl::ReleaseFreeBlocks() {
+  if (qp_ == nullptr || heap_ == nullptr || in_flight() > 0) return absl::OkStatus();
+  std::array<std::vector<uint64_t>, 256> blocks;
+  heap_->TakeFree(Now(), &blocks);
+  // Blocks still within their grace period may yet be read by a slow
+  // reader: on the real clock, wait it out (at most one grace period).
+  if (const absl::Time at = heap_->AllReusableAt(); real_clock_ && at > Now()) {
+    absl::SleepFor(std::min(at - Now(), options_.grace_period));
+    heap_->TakeFree(Now(), &blocks);
+  }
+  for (int c = 1; c < 256; ++c) {
+    if (!blocks[c].empty()) RKV_RETURN_IF_ERROR(PushFreeBlocks(static_cast<uint8_t>(c), blocks[c]));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ClientImpl::PushFreeBlocks(uint8_t size_class, const std::vector<uint64_t>& blocks) {
+  // Nodes: each is the first block of a run and lists the run's others.
+  const uint64_t per_node = layout::FreeNodeCapacity(size_class) + 1;
+  const uint64_t node_bytes = layout::FreeNodeBytes(size_class);
+  std::vector<layout::FreeNode> nodes;
+  std::vector<uint64_t> node_offsets;
+  for (size_t i = 0; i < blocks.size(); i += per_node) {
+    node_offsets.push_back(blocks[i]);
+    layout::FreeNode& n = nodes.emplace_back();
+    n.blocks.assign(blocks.begin() + i + 1,
+                    blocks.begin() + std::min<size_t>(blocks.size(), i + per_node));
+  }
+  for (size_t i = 0; i + 1 < nodes.size(); ++i) nodes[i].next = node_offsets[i + 1];
+  // Scratch: the head word, then node buffers written a batch at a time.
+  const size_t batch = std::max<size_t>(1, std::min<size_t>(64, (1 << 20) / node_bytes));
+  uint8_t* scratch = arena_->Allocate(8 + batch * node_bytes);
+  if (scratch == nullptr) return absl::ResourceExhaustedError("scratch memory");
+  auto* word = reinterpret_cast<uint64_t*>(scratch);
+  uint8_t* bufs = scratch + 8;
+  absl::Status status;
+  // Every node but the last can be written now: nobody sees them yet.
+  for (size_t i = 0; i + 1 < nodes.size() && status.ok(); i += batch) {
+    std::vector<fabric::WorkRequest> wrs;
+    for (size_t k = 0; k < batch && i + k + 1 < nodes.size(); ++k) {
+      layout::EncodeFreeNode(nodes[i + k], size_class, bufs + k * node_bytes);
+      wrs.push_back(fabric::WorkRequest::Write(0, bufs + k * node_bytes,
+                                               static_cast<uint32_t>(node_bytes), lkey(),
+                                               Remote(node_offsets[i + k]), rkey()));
+    }
+    status = RunSync(std::move(wrs));
+  }
+  // Then link the last node to the current head and swing the head to the
+  // first node; a lost race re-links and tries again.
+  const uint64_t head_at = Remote(layout::FreePoolHeadOffset(size_class));
+  for (int attempt = 0; status.ok(); ++attempt) {
+    if (attempt == 100) {
+      status = absl::UnavailableError("too much contention on the free pool");
+      break;
+    }
+    status = RunSync({fabric::WorkRequest::Read(0, word, 8, lkey(), head_at, rkey())});
+    if (!status.ok()) break;
+    const uint64_t head = *word;
+    const layout::FreePoolHead h = layout::FreePoolHead::Decode(head);
+    nodes.back().next = h.node;
+    layout::EncodeFreeNode(nodes.back(), size_class, bufs);
+    status = RunSync(
+        {fabric::WorkRequest::Write(0, bufs, static_cast<uint32_t>(node_bytes), lkey(),
+                                    Remote(node_offsets.back()), rkey()),
+         fabric::WorkRequest::Cas(0, word, lkey(), head_at, rkey(), head,
+                                  layout::FreePoolHead{static_cast<uint16_t>(h.tag + 1),
+                                                       node_offsets.front()}
+                                      .Encode())});
+    if (status.ok() && *word == head) break;
+  }
+  arena_->Free(scratch);
+  return status;
 }
 
 void ClientImpl::Complete(Pending& p) {

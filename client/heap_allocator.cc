@@ -20,6 +20,7 @@ uint64_t HeapAllocator::Allocate(uint8_t size_class, absl::Time now) {
     return off;
   }
   const uint64_t bytes = layout::ClassBytes(size_class);
+  last_class_ = size_class;
   if (chunk_end_ - chunk_next_ >= bytes) {
     const uint64_t off = chunk_next_;
     chunk_next_ += bytes;
@@ -46,6 +47,36 @@ void HeapAllocator::Free(uint64_t offset, uint8_t size_class, absl::Time unlinke
 
 void HeapAllocator::FreeUnpublished(uint64_t offset, uint8_t size_class) {
   free_[size_class].push_front({offset, absl::InfinitePast()});
+}
+
+void HeapAllocator::AddRecycled(uint8_t size_class, const std::vector<uint64_t>& blocks) {
+  for (uint64_t b : blocks) free_[size_class].push_front({b, absl::InfinitePast()});
+}
+
+void HeapAllocator::TakeFree(absl::Time before, std::array<std::vector<uint64_t>, 256>* out) {
+  if (last_class_ != 0) {
+    const uint64_t bytes = layout::ClassBytes(last_class_);
+    for (; chunk_end_ - chunk_next_ >= bytes; chunk_next_ += bytes) {
+      (*out)[last_class_].push_back(chunk_next_);
+    }
+  }
+  for (int c = 0; c < 256; ++c) {
+    std::deque<Freed>& list = free_[c];
+    // Reusable times only grow along a list, after the never-published
+    // blocks pushed at its front.
+    while (!list.empty() && list.front().reusable_at <= before) {
+      (*out)[c].push_back(list.front().offset);
+      list.pop_front();
+    }
+  }
+}
+
+absl::Time HeapAllocator::AllReusableAt() const {
+  absl::Time t = absl::InfinitePast();
+  for (const auto& list : free_) {
+    if (!list.empty()) t = std::max(t, list.back().reusable_at);
+  }
+  return t;
 }
 
 }  // namespace rkv::client_internal

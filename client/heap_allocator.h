@@ -9,6 +9,7 @@
 #include <array>
 #include <cstdint>
 #include <deque>
+#include <vector>
 
 #include "absl/time/time.h"
 #include "common/layout/region_format.h"
@@ -31,6 +32,16 @@ class HeapAllocator {
   void Free(uint64_t offset, uint8_t size_class, absl::Time unlinked_at);
   // Returns a block nobody has ever seen (never published): reusable now.
   void FreeUnpublished(uint64_t offset, uint8_t size_class);
+  // Blocks taken from the region's free pool: reusable now.
+  void AddRecycled(uint8_t size_class, const std::vector<uint64_t>& blocks);
+
+  // Empties the allocator for handing its blocks back to the region when
+  // the client closes: the free lists, and the rest of the current chunk
+  // cut into blocks of the class last allocated. Blocks reusable by
+  // `before` go into `out` by class; the rest stay.
+  void TakeFree(absl::Time before, std::array<std::vector<uint64_t>, 256>* out);
+  // When every block on the free lists is reusable.
+  absl::Time AllReusableAt() const;
 
  private:
   struct Freed {
@@ -42,6 +53,7 @@ class HeapAllocator {
   const absl::Duration grace_;
   uint64_t chunk_next_ = 0;  // Region offsets.
   uint64_t chunk_end_ = 0;
+  uint8_t last_class_ = 0;
   std::array<std::deque<Freed>, 256> free_;
 };
 

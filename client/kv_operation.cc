@@ -88,6 +88,9 @@ void KvOperation::Step() {
   switch (state_) {
     case State::kStart: return Start();
     case State::kChunk: return OnChunk();
+    case State::kPoolHead: return OnPoolHead();
+    case State::kPoolNode: return OnPoolNode();
+    case State::kPoolPop: return OnPoolPop();
     case State::kBuckets: return OnBuckets();
     case State::kBlocks: return OnBlocks();
     case State::kClaim: return OnClaim();
@@ -195,11 +198,58 @@ void KvOperation::StartWrite() {
 }
 
 void KvOperation::OnChunk() {
-  if (!s_.heap().AddChunk(words_[kFaaWord], chunk_bytes_)) {
-    return Finish(absl::ResourceExhaustedError(
-        absl::StrCat("the server's heap is full (", s_.layout().heap_bytes, " bytes)")));
-  }
+  if (!s_.heap().AddChunk(words_[kFaaWord], chunk_bytes_)) return ReadPoolHead();
   StartWrite();
+}
+
+// The heap cursor has run out: take a node of blocks other clients freed
+// from the region's free pool (read the head, read the node, CAS the head
+// past it). The node is read into block_buf_, of the same class.
+void KvOperation::ReadPoolHead() {
+  AddRead(layout::FreePoolHeadOffset(size_class_), &words_[kFaaWord], 8);
+  state_ = State::kPoolHead;
+}
+
+void KvOperation::OnPoolHead() {
+  const uint64_t head = words_[kFaaWord];
+  const layout::FreePoolHead h = layout::FreePoolHead::Decode(head);
+  if (h.node == 0) {
+    return Finish(absl::ResourceExhaustedError(absl::StrCat(
+        "the server's heap is full (", s_.layout().heap_bytes, " bytes, none free of class ",
+        size_class_, ")")));
+  }
+  pool_head_ = head;
+  AddRead(h.node, block_buf_, static_cast<uint32_t>(layout::FreeNodeBytes(size_class_)));
+  state_ = State::kPoolNode;
+}
+
+void KvOperation::OnPoolNode() {
+  absl::StatusOr<layout::FreeNode> node = layout::DecodeFreeNode(
+      absl::string_view(reinterpret_cast<const char*>(block_buf_),
+                        layout::FreeNodeBytes(size_class_)),
+      size_class_, s_.layout());
+  if (!node.ok()) return RetryPool();  // Popped and reused by someone else meanwhile.
+  const layout::FreePoolHead h = layout::FreePoolHead::Decode(pool_head_);
+  pool_node_ = *std::move(node);
+  pool_node_.blocks.push_back(h.node);  // The node's own block is free too.
+  AddCas(layout::FreePoolHeadOffset(size_class_), &words_[kFaaWord], pool_head_,
+         layout::FreePoolHead{static_cast<uint16_t>(h.tag + 1), pool_node_.next}.Encode());
+  state_ = State::kPoolPop;
+}
+
+void KvOperation::OnPoolPop() {
+  if (words_[kFaaWord] != pool_head_) return RetryPool();
+  s_.heap().AddRecycled(size_class_, pool_node_.blocks);
+  pool_node_ = {};
+  layout::EncodeBlockInto(key_, value_, block_buf_);
+  StartWrite();
+}
+
+void KvOperation::RetryPool() {
+  if (++costs_.retries > kMaxRetries) {
+    return Finish(absl::UnavailableError("too much contention on the server's free pool"));
+  }
+  ReadPoolHead();
 }
 
 void KvOperation::ReadBuckets() {

@@ -58,8 +58,8 @@ class KvOperation {
 
  private:
   enum class State {
-    kStart, kChunk, kBuckets, kBlocks, kClaim, kCommit, kKill, kYield, kUpdate, kCachedGet,
-    kCachedCas, kDirectCommit,
+    kStart, kChunk, kPoolHead, kPoolNode, kPoolPop, kBuckets, kBlocks, kClaim, kCommit, kKill,
+    kYield, kUpdate, kCachedGet, kCachedCas, kDirectCommit,
   };
   struct SlotSeen {
     uint64_t offset;
@@ -84,6 +84,11 @@ class KvOperation {
   void OnCachedGet();
   void OnCachedCas();
   void OnChunk();
+  void ReadPoolHead();
+  void OnPoolHead();
+  void OnPoolNode();
+  void OnPoolPop();
+  void RetryPool();
 
   // Request builders; `local` must lie in scratch memory.
   void AddRead(uint64_t region_offset, void* local, uint32_t len);
@@ -137,6 +142,8 @@ class KvOperation {
   uint64_t claimed_slot_ = 0;   // The slot our pending claim holds; 0 if none.
   uint64_t claim_attempt_ = 0;  // The slot the last claim CAS targeted.
   uint64_t chunk_bytes_ = 0;
+  uint64_t pool_head_ = 0;  // The free-pool head word the pop expects.
+  layout::FreeNode pool_node_;
 
   // The slot a CAS round targets and what it expects.
   uint64_t target_slot_ = 0;

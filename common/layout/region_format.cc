@@ -1,5 +1,6 @@
 #include "common/layout/region_format.h"
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 
@@ -192,6 +193,55 @@ absl::StatusOr<BlockView> DecodeBlock(absl::string_view bytes) {
   }
   return BlockView{bytes.substr(kBlockHeaderBytes, key_len),
                    bytes.substr(kBlockHeaderBytes + key_len, value_len)};
+}
+
+uint64_t FreeNodeBytes(uint8_t size_class) {
+  return std::min<uint64_t>(ClassBytes(size_class), 4096);
+}
+
+uint64_t FreeNodeCapacity(uint8_t size_class) {
+  return (FreeNodeBytes(size_class) - kFreeNodeHeaderBytes) / 8;
+}
+
+void EncodeFreeNode(const FreeNode& node, uint8_t size_class, uint8_t* out) {
+  std::memset(out, 0, FreeNodeBytes(size_class));
+  Put<uint32_t>(out, 4, static_cast<uint32_t>(node.blocks.size()));
+  Put<uint64_t>(out, 8, node.next);
+  for (size_t i = 0; i < node.blocks.size(); ++i) {
+    Put<uint64_t>(out, kFreeNodeHeaderBytes + 8 * i, node.blocks[i]);
+  }
+  const size_t covered = kFreeNodeHeaderBytes + 8 * node.blocks.size();
+  Put<uint32_t>(out, 0,
+                Crc32c(absl::string_view(reinterpret_cast<const char*>(out) + 4, covered - 4)));
+}
+
+absl::StatusOr<FreeNode> DecodeFreeNode(absl::string_view bytes, uint8_t size_class,
+                                        const Layout& layout) {
+  if (size_class == 0 || bytes.size() < FreeNodeBytes(size_class)) {
+    return absl::DataLossError("free node truncated");
+  }
+  const char* p = bytes.data();
+  const uint32_t count = Get<uint32_t>(p, 4);
+  if (count > FreeNodeCapacity(size_class)) return absl::DataLossError("free node count");
+  const size_t covered = kFreeNodeHeaderBytes + 8 * size_t{count};
+  if (Get<uint32_t>(p, 0) != Crc32c(absl::string_view(p + 4, covered - 4))) {
+    return absl::DataLossError("free node checksum");
+  }
+  const uint64_t block_bytes = ClassBytes(size_class);
+  auto valid = [&](uint64_t off) {
+    return off >= layout.heap_offset && (off - layout.heap_offset) % kBlockAlign == 0 &&
+           off - layout.heap_offset <= layout.heap_bytes &&
+           block_bytes <= layout.heap_bytes - (off - layout.heap_offset);
+  };
+  FreeNode node;
+  node.next = Get<uint64_t>(p, 8);
+  if (node.next != 0 && !valid(node.next)) return absl::DataLossError("free node next");
+  node.blocks.resize(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    node.blocks[i] = Get<uint64_t>(p, kFreeNodeHeaderBytes + 8 * i);
+    if (!valid(node.blocks[i])) return absl::DataLossError("free node block offset");
+  }
+  return node;
 }
 
 KeyPlacement PlaceKey(absl::string_view key, uint64_t groups) {

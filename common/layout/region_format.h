@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -49,6 +50,7 @@ struct HeaderOffsets {
   static constexpr uint64_t kHeapBytes = 56;
   static constexpr uint64_t kChecksum = 64;  // CRC-32C of bytes [0, 64).
   static constexpr uint64_t kHeapCursor = 128;  // Bytes of heap handed out.
+  static constexpr uint64_t kFreePools = 1024;  // 256 free-pool heads, one per size class.
 };
 
 // Where everything lives, derived from the region size.
@@ -137,6 +139,45 @@ struct BlockView {
 // Decodes a block read from the heap. DataLoss when the checksum or the
 // lengths do not hold up: a torn read, or a block reused for another key.
 absl::StatusOr<BlockView> DecodeBlock(absl::string_view bytes);
+
+// ---- The free pool --------------------------------------------------------
+// Blocks a client freed go back to the region when the client closes, so
+// that other clients reuse them once the heap cursor has run out. There is
+// one stack per size class. Its head word is tag (16) | node offset (48);
+// every push and pop bumps the tag, so a CAS that read the head before a
+// pop and a push of the same node fails (no ABA). A node is itself a freed
+// block of its class: crc32c (4) | count (4) | next node (8) | `count`
+// block offsets (8 each); the checksum covers everything after itself. A
+// node uses at most the first 4 KiB of its block.
+struct FreePoolHead {
+  uint16_t tag = 0;
+  uint64_t node = 0;  // Region offset; 0: empty.
+
+  uint64_t Encode() const { return (uint64_t{tag} << 48) | node; }
+  static FreePoolHead Decode(uint64_t word) {
+    return {static_cast<uint16_t>(word >> 48), word & ((uint64_t{1} << 48) - 1)};
+  }
+};
+inline uint64_t FreePoolHeadOffset(uint8_t size_class) {
+  return HeaderOffsets::kFreePools + 8 * uint64_t{size_class};
+}
+inline constexpr uint64_t kFreeNodeHeaderBytes = 16;
+// Bytes of a node of `size_class`, and the block offsets it lists.
+uint64_t FreeNodeBytes(uint8_t size_class);
+uint64_t FreeNodeCapacity(uint8_t size_class);
+
+struct FreeNode {
+  uint64_t next = 0;
+  std::vector<uint64_t> blocks;
+};
+// Encodes a node into `out` (FreeNodeBytes(size_class) bytes); at most
+// FreeNodeCapacity blocks.
+void EncodeFreeNode(const FreeNode& node, uint8_t size_class, uint8_t* out);
+// Decodes a node read from the heap. DataLoss unless its checksum holds and
+// every offset (next included) names a block of the class inside the heap:
+// a node popped by someone else meanwhile may already hold anything.
+absl::StatusOr<FreeNode> DecodeFreeNode(absl::string_view bytes, uint8_t size_class,
+                                        const Layout& layout);
 
 // ---- Hashing --------------------------------------------------------------
 // Where a key may live: two combined buckets and a fingerprint.

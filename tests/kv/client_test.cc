@@ -170,6 +170,37 @@ INSTANTIATE_TEST_SUITE_P(Backends, ClientTest,
 namespace rkv::testing {
 namespace {
 
+// Blocks a client freed (and the rest of its heap chunk) go back to the
+// region when it closes: client after client overwriting the same keys
+// writes many times the heap and never runs out.
+//
+// Over TCP only: a closing client waits out the grace period of what it
+// freed last, on the real clock; the simulation's clock is its step count
+// and does not move while a client closes.
+TEST(FreePoolTest, FreedBlocksOutliveTheClientThatFreedThem) {
+  auto env = KvTestEnv::Create(KvBackend::kSoftTcp, {.region_bytes = 2 << 20, .index_share = 0.5});
+  ASSERT_TRUE(env.ok()) << env.status();
+  KvTestEnv& env_ = **env;
+  const int kKeys = 10;
+  const int kRounds = 20;  // 20 x 10 x 20 KB: 4 MB through a 1 MB heap.
+  ClientOptions options = env_.client_options();
+  options.grace_period = absl::Milliseconds(20);
+  for (int round = 0; round < kRounds; ++round) {
+    auto c = env_.NewClient(options);
+    ASSERT_TRUE(c.ok()) << c.status();
+    for (int i = 0; i < kKeys; ++i) {
+      const std::string value(20000, static_cast<char>('a' + round));
+      const absl::Status s = (*c)->Put("key" + std::to_string(i), value);
+      ASSERT_TRUE(s.ok()) << "round " << round << ": " << s;
+    }
+  }
+  auto c = env_.NewClient();
+  ASSERT_TRUE(c.ok());
+  for (int i = 0; i < kKeys; ++i) {
+    EXPECT_EQ(*(*c)->Get("key" + std::to_string(i)), std::string(20000, 'a' + kRounds - 1));
+  }
+}
+
 // Fill the index to the brim: inserts end with ResourceExhausted for want
 // of a slot, and every key stored before that is still there.
 TEST(IndexFullTest, InsertsEndWithResourceExhaustedAndNothingIsLost) {

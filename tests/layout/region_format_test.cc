@@ -141,6 +141,50 @@ TEST(HeaderTest, LayoutArgumentsAreChecked) {
   EXPECT_NEAR(static_cast<double>(l->groups * kGroupBytes) / (64 << 20), 0.25, 0.01);
 }
 
+TEST(FreePoolTest, HeadsRoundTripWithTheirTag) {
+  const FreePoolHead h{0xBEEF, (uint64_t{1} << 47) + 4096};
+  const FreePoolHead d = FreePoolHead::Decode(h.Encode());
+  EXPECT_EQ(d.tag, h.tag);
+  EXPECT_EQ(d.node, h.node);
+  EXPECT_EQ(FreePoolHead::Decode(0).node, 0u);
+  // Every class's head lies in the header, past its checksummed part.
+  EXPECT_GE(FreePoolHeadOffset(0), HeaderOffsets::kHeapCursor + 8);
+  EXPECT_LE(FreePoolHeadOffset(255) + 8, kHeaderBytes);
+}
+
+TEST(FreePoolTest, NodesRoundTripAndRefuseCorruptionAndStrayOffsets) {
+  auto l = ComputeLayout(8 << 20, 0.25, 1);
+  ASSERT_TRUE(l.ok());
+  for (uint8_t c : {uint8_t{1}, uint8_t{16}, uint8_t{83}, uint8_t{120}}) {
+    SCOPED_TRACE(static_cast<int>(c));
+    FreeNode node;
+    node.next = l->heap_offset + 64 * 3;
+    for (uint64_t i = 0; i < FreeNodeCapacity(c); ++i) node.blocks.push_back(l->heap_offset + 64 * i);
+    std::string buf(FreeNodeBytes(c), '\0');
+    auto* out = reinterpret_cast<uint8_t*>(buf.data());
+    EncodeFreeNode(node, c, out);
+    auto back = DecodeFreeNode(buf, c, *l);
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(back->next, node.next);
+    EXPECT_EQ(back->blocks, node.blocks);
+    // Any flipped byte of the covered part is caught.
+    for (size_t at = 0; at < 16 + 8 * node.blocks.size(); at += 7) {
+      std::string bad = buf;
+      bad[at] ^= 0x10;
+      EXPECT_FALSE(DecodeFreeNode(bad, c, *l).ok()) << at;
+    }
+    // Offsets outside the heap or off the block grid are refused even under
+    // a valid checksum: a node read after someone reused it may hold anything.
+    for (uint64_t stray : {uint64_t{64}, l->heap_offset + 1, l->region_bytes}) {
+      FreeNode bad = node;
+      bad.blocks[0] = stray;
+      EncodeFreeNode(bad, c, out);
+      EXPECT_FALSE(DecodeFreeNode(buf, c, *l).ok()) << stray;
+    }
+  }
+  EXPECT_FALSE(DecodeFreeNode("short", 1, *l).ok());
+}
+
 TEST(PlacementTest, TwoDistinctCandidatesAndStableHashes) {
   for (int i = 0; i < 1000; ++i) {
     const std::string key = "key" + std::to_string(i);

@@ -1,0 +1,108 @@
+#include "bench/kvbench/report.h"
+
+#include <ostream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace rkv::bench {
+namespace {
+
+double Us(uint64_t ns) { return static_cast<double>(ns) / 1e3; }
+
+struct Percentiles {
+  const char* name;
+  double p;
+};
+constexpr Percentiles kPercentiles[] = {{"p50", 50}, {"p90", 90}, {"p99", 99}, {"p999", 99.9}};
+
+const char* RkvOpName(int type) {
+  static const char* const kNames[] = {"get", "put", "insert", "delete"};
+  return kNames[type];
+}
+
+std::string PhaseJson(const PhaseResult& r) {
+  std::vector<std::string> fields;
+  fields.push_back(absl::StrFormat("\"seconds\": %.3f", r.seconds));
+  fields.push_back(absl::StrCat("\"operations\": ", r.operations));
+  fields.push_back(absl::StrFormat("\"throughput_ops\": %.1f", r.throughput()));
+  fields.push_back(absl::StrCat("\"errors\": ", r.errors));
+  fields.push_back(absl::StrCat("\"not_found\": ", r.not_found));
+  fields.push_back(absl::StrCat("\"verify\": {\"reads_checked\": ", r.reads_checked,
+                                ", \"mismatches\": ", r.mismatches, "}"));
+  std::vector<std::string> ops;
+  for (int i = 0; i < kOps; ++i) {
+    const Histogram& h = r.latency_ns[i];
+    if (h.count() == 0) continue;
+    std::string o = absl::StrCat("\"", OpName(static_cast<Op>(i)), "\": {\"count\": ", h.count());
+    for (const Percentiles& p : kPercentiles) {
+      absl::StrAppendFormat(&o, ", \"%s\": %.1f", p.name, Us(h.Percentile(p.p)));
+    }
+    absl::StrAppendFormat(&o, ", \"max\": %.1f, \"mean\": %.1f}", Us(h.max()), h.mean() / 1e3);
+    ops.push_back(std::move(o));
+  }
+  fields.push_back(absl::StrCat("\"latency_us\": {", absl::StrJoin(ops, ", "), "}"));
+  if (r.costs) {
+    std::vector<std::string> costs;
+    for (int i = 0; i < kOpTypes; ++i) {
+      const OpCosts& c = (*r.costs)[i];
+      if (c.ops == 0) continue;
+      const double n = static_cast<double>(c.ops);
+      costs.push_back(absl::StrFormat(
+          "\"%s\": {\"ops\": %d, \"round_trips_per_op\": %.3f, \"requests_per_op\": %.3f, "
+          "\"bytes_per_op\": %.1f, \"retries\": %d}",
+          RkvOpName(i), c.ops, c.round_trips / n, c.requests / n, c.bytes / n, c.retries));
+    }
+    fields.push_back(absl::StrCat("\"rkv_costs\": {", absl::StrJoin(costs, ", "), "}"));
+  }
+  return absl::StrJoin(fields, ", ");
+}
+
+}  // namespace
+
+void PrintSummary(const PhaseResult& r, std::ostream& out) {
+  out << absl::StrFormat("\n[%s] %d operations in %.2f s: %.0f ops/s, %d errors", r.phase,
+                         r.operations, r.seconds, r.throughput(), r.errors);
+  if (r.not_found > 0) out << absl::StrFormat(", %d reads found nothing", r.not_found);
+  out << "\n";
+  out << absl::StrFormat("%-8s %10s %10s %10s %10s %10s %10s %10s\n", "op", "count", "p50 us",
+                         "p90 us", "p99 us", "p99.9 us", "max us", "mean us");
+  for (int i = 0; i < kOps; ++i) {
+    const Histogram& h = r.latency_ns[i];
+    if (h.count() == 0) continue;
+    out << absl::StrFormat("%-8s %10d %10.1f %10.1f %10.1f %10.1f %10.1f %10.1f\n",
+                           OpName(static_cast<Op>(i)), h.count(), Us(h.Percentile(50)),
+                           Us(h.Percentile(90)), Us(h.Percentile(99)), Us(h.Percentile(99.9)),
+                           Us(h.max()), h.mean() / 1e3);
+  }
+  if (r.costs) {
+    out << absl::StrFormat("%-8s %10s %12s %12s %12s %10s\n", "rkv op", "count", "RTT/op",
+                           "requests/op", "bytes/op", "retries");
+    for (int i = 0; i < kOpTypes; ++i) {
+      const OpCosts& c = (*r.costs)[i];
+      if (c.ops == 0) continue;
+      const double n = static_cast<double>(c.ops);
+      out << absl::StrFormat("%-8s %10d %12.2f %12.2f %12.1f %10d\n", RkvOpName(i), c.ops,
+                             c.round_trips / n, c.requests / n, c.bytes / n, c.retries);
+    }
+  }
+  if (r.reads_checked > 0 || r.mismatches > 0) {
+    out << absl::StrFormat("verify: %d reads checked, %d mismatches%s\n", r.reads_checked,
+                           r.mismatches,
+                           r.mismatches ? absl::StrCat(" (first: ", r.first_mismatch, ")") : "");
+  }
+}
+
+std::string ToJson(const std::map<std::string, std::string>& settings,
+                   const std::optional<PhaseResult>& load, const std::optional<PhaseResult>& run) {
+  std::vector<std::string> fields;
+  for (const auto& [k, v] : settings) fields.push_back(absl::StrCat("\"", k, "\": ", v));
+  // The last phase's figures at the top as well, where scripts look first.
+  if (const auto& last = run ? run : load) fields.push_back(PhaseJson(*last));
+  if (load) fields.push_back(absl::StrCat("\"load\": {", PhaseJson(*load), "}"));
+  if (run) fields.push_back(absl::StrCat("\"run\": {", PhaseJson(*run), "}"));
+  return absl::StrCat("{", absl::StrJoin(fields, ", "), "}\n");
+}
+
+}  // namespace rkv::bench

@@ -1,0 +1,235 @@
+#include "bench/kvbench/runner.h"
+
+#include <atomic>
+#include <ostream>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+
+namespace rkv::bench {
+
+struct Benchmark::Worker {
+  Worker(int id, uint64_t seed, const OpChooser& ops) : id(id), rng(seed), ops(ops) {}
+
+  // Owner-thread counters that the progress reporter reads.
+  static void Count(std::atomic<uint64_t>& c) {
+    c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+
+  const int id;
+  std::unique_ptr<Driver> driver;
+  Rng rng;
+  OpChooser ops;
+  std::optional<KeyChooser> keys;
+  std::array<Histogram, kOps> latency_ns;
+  std::atomic<uint64_t> done{0};
+  std::atomic<uint64_t> errors{0};
+  uint64_t not_found = 0;
+  uint64_t reads_checked = 0;
+  uint64_t mismatches = 0;
+  std::string first_mismatch;
+  std::optional<std::array<OpCosts, kOpTypes>> costs_before;
+};
+
+namespace {
+
+// The operations a thread issues when the run is bounded by a count.
+uint64_t Quota(int64_t total, int threads, int id) {
+  return static_cast<uint64_t>(total / threads + (id < total % threads ? 1 : 0));
+}
+
+}  // namespace
+
+Benchmark::Benchmark(RunConfig config, std::unique_ptr<Verifier> verifier)
+    : config_(std::move(config)), verifier_(std::move(verifier)) {}
+
+absl::StatusOr<PhaseResult> Benchmark::Load() { return RunPhase("load", /*load=*/true); }
+absl::StatusOr<PhaseResult> Benchmark::Run() { return RunPhase("run", /*load=*/false); }
+
+absl::StatusOr<PhaseResult> Benchmark::RunPhase(const std::string& phase, bool load) {
+  const RunConfig& c = config_;
+  // Load: every record once, handed out to whichever thread is free. Run:
+  // new keys continue after the records.
+  InsertSequence inserts(load ? 0 : c.records);
+  std::array<double, kOps> load_mix{};
+  load_mix[static_cast<int>(Op::kInsert)] = 1;
+  const OpChooser chooser(load ? load_mix : c.workload.proportions);
+  const double insert_share =
+      c.workload.proportions[static_cast<int>(Op::kInsert)] /
+      (c.workload.proportions[0] + c.workload.proportions[1] + c.workload.proportions[2] +
+       c.workload.proportions[3]);
+  // YCSB sizes the zipfian key space by the operation count; a run bounded
+  // by time sizes it as if it issued as many operations as there are records.
+  const int64_t expected_inserts = static_cast<int64_t>(
+      static_cast<double>(c.operations > 0 ? c.operations : c.records) * insert_share);
+
+  std::vector<std::unique_ptr<Worker>> workers;
+  for (int i = 0; i < c.threads; ++i) {
+    auto w = std::make_unique<Worker>(i, c.seed * 0x9E3779B97F4A7C15ULL + (load ? 0 : 7919) + i,
+                                      chooser);
+    absl::StatusOr<std::unique_ptr<Driver>> d = c.open_driver();
+    if (!d.ok()) return d.status();
+    w->driver = *std::move(d);
+    if (!load) w->keys.emplace(c.workload.distribution, c.records, expected_inserts, inserts);
+    w->costs_before = w->driver->costs();
+    workers.push_back(std::move(w));
+  }
+
+  const absl::Time t0 = absl::Now() + absl::Milliseconds(10);
+  const bool timed = !load && c.duration > absl::ZeroDuration();
+  const absl::Time deadline = timed ? t0 + c.duration : absl::InfiniteFuture();
+  const double rate = c.target_ops > 0 ? c.target_ops / c.threads : 0;
+  std::atomic<int> running{c.threads};
+
+  auto loop = [&](Worker& w) {
+    const uint64_t quota =
+        load || c.operations == 0 ? UINT64_MAX : Quota(c.operations, c.threads, w.id);
+    const absl::Duration interval = rate > 0 ? absl::Seconds(1.0 / rate) : absl::ZeroDuration();
+    absl::Time next_intended = t0;
+    uint64_t started = 0;
+    bool stopping = false;
+    absl::SleepFor(t0 - absl::Now());
+
+    // Every operation's latency runs from its intended start: when pacing
+    // falls behind, the queueing counts too (no coordinated omission).
+    auto finish = [&w](Op op, absl::Time intended, bool ok) {
+      w.latency_ns[static_cast<int>(op)].Record(
+          static_cast<uint64_t>(absl::ToInt64Nanoseconds(absl::Now() - intended)));
+      if (!ok) w.Count(w.errors);
+      w.Count(w.done);
+    };
+    auto write = [&, this](int64_t k, Op op, absl::Time intended, std::function<void()> then) {
+      const std::string key = KeyName(k);
+      const Verifier::WriteTicket ticket =
+          verifier_ ? verifier_->StartWrite(k) : Verifier::WriteTicket{0, 0};
+      const std::string value =
+          EncodeValue(key, verifier_ ? verifier_->nonce() : 0, ticket.version, c.value_size);
+      w.driver->Write(key, value, [&, this, k, op, intended, ticket, then](absl::Status s) {
+        if (verifier_) verifier_->FinishWrite(k, ticket, s.ok());
+        if (then) then();
+        finish(op, intended, s.ok());
+      });
+    };
+    // Reads; an RMW continues with its write when the read succeeded.
+    auto read = [&, this](int64_t k, Op op, absl::Time intended) {
+      const std::string key = KeyName(k);
+      const Verifier::ReadTicket ticket =
+          verifier_ ? verifier_->StartRead(k) : Verifier::ReadTicket{0, false};
+      w.driver->Read(key, [&, this, k, key, op, intended, ticket](absl::StatusOr<std::string> v) {
+        // A read of an absent key is not an error (unless --verify knows
+        // better); an RMW writes either way.
+        bool ok = v.ok() || absl::IsNotFound(v.status());
+        if (absl::IsNotFound(v.status())) ++w.not_found;
+        if (verifier_ && ok) {
+          ++w.reads_checked;
+          if (absl::Status s = verifier_->Check(k, key, ticket, v); !s.ok()) {
+            if (w.mismatches++ == 0) w.first_mismatch = std::string(s.message());
+            ok = false;
+          }
+        }
+        if (op == Op::kReadModifyWrite && ok) {
+          write(k, op, intended, nullptr);
+        } else {
+          finish(op, intended, ok);
+        }
+      });
+    };
+
+    for (;;) {
+      while (!stopping && w.driver->in_flight() < static_cast<size_t>(c.outstanding)) {
+        const absl::Time now = absl::Now();
+        if (now >= deadline || started >= quota) {
+          stopping = true;
+          break;
+        }
+        absl::Time intended = now;
+        if (rate > 0) {
+          if (now < next_intended) break;
+          intended = next_intended;
+          next_intended += interval;
+        }
+        const Op op = w.ops.Next(w.rng);
+        if (op == Op::kInsert) {
+          const int64_t k = inserts.Next();
+          if (load && k >= c.records) {
+            stopping = true;
+            break;
+          }
+          write(k, op, intended, [&inserts, k] { inserts.Acknowledge(k); });
+        } else if (op == Op::kUpdate) {
+          write(w.keys->Next(w.rng), op, intended, nullptr);
+        } else {
+          read(w.keys->Next(w.rng), op, intended);
+        }
+        ++started;
+      }
+      if (stopping && w.driver->in_flight() == 0) break;
+      if (w.driver->in_flight() == 0 && rate > 0) {
+        absl::SleepFor(next_intended - absl::Now());
+        continue;
+      }
+      w.driver->Poll(absl::Milliseconds(1));
+    }
+    running.fetch_sub(1);
+  };
+
+  std::vector<std::thread> threads;
+  for (auto& w : workers) threads.emplace_back([&loop, &w] { loop(*w); });
+
+  // Progress: ops/s over the last second, the p99 so far, errors so far.
+  uint64_t last_done = 0;
+  absl::Time last = t0;
+  while (running.load() > 0) {
+    absl::SleepFor(absl::Milliseconds(50));
+    const absl::Time now = absl::Now();
+    if (now - last < absl::Seconds(1) || c.progress == nullptr) continue;
+    uint64_t done = 0, errors = 0;
+    Histogram all;
+    for (auto& w : workers) {
+      done += w->done.load(std::memory_order_relaxed);
+      errors += w->errors.load(std::memory_order_relaxed);
+      for (const Histogram& h : w->latency_ns) all.Merge(h);
+    }
+    const double rate_now =
+        static_cast<double>(done - last_done) / absl::ToDoubleSeconds(now - last);
+    *c.progress << absl::StrFormat(
+        "%-4s %6.1f s %10d ops %10.0f ops/s   p99 %9.1f us   errors %d\n", phase,
+        absl::ToDoubleSeconds(now - t0), done, rate_now,
+        static_cast<double>(all.Percentile(99)) / 1e3, errors);
+    c.progress->flush();
+    last_done = done;
+    last = now;
+  }
+  for (std::thread& t : threads) t.join();
+
+  PhaseResult r;
+  r.phase = phase;
+  r.seconds = absl::ToDoubleSeconds(absl::Now() - t0);
+  for (auto& w : workers) {
+    r.operations += w->done.load();
+    r.errors += w->errors.load();
+    r.not_found += w->not_found;
+    r.reads_checked += w->reads_checked;
+    if (r.mismatches == 0) r.first_mismatch = w->first_mismatch;
+    r.mismatches += w->mismatches;
+    for (int i = 0; i < kOps; ++i) r.latency_ns[i].Merge(w->latency_ns[i]);
+    if (auto after = w->driver->costs(); after && w->costs_before) {
+      if (!r.costs) r.costs.emplace();
+      for (int i = 0; i < kOpTypes; ++i) {
+        OpCosts& sum = (*r.costs)[i];
+        const OpCosts& a = (*after)[i];
+        const OpCosts& b = (*w->costs_before)[i];
+        sum.ops += a.ops - b.ops;
+        sum.round_trips += a.round_trips - b.round_trips;
+        sum.requests += a.requests - b.requests;
+        sum.bytes += a.bytes - b.bytes;
+        sum.retries += a.retries - b.retries;
+      }
+    }
+  }
+  return r;
+}
+
+}  // namespace rkv::bench

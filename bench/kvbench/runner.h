@@ -1,0 +1,75 @@
+// Runs a phase of a workload: worker threads, each with its own driver,
+// generators and histograms, keeping --outstanding operations in flight,
+// paced by --target-ops if given; a progress line every second.
+#ifndef RKV_BENCH_KVBENCH_RUNNER_H_
+#define RKV_BENCH_KVBENCH_RUNNER_H_
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <iosfwd>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "bench/kvbench/driver.h"
+#include "bench/kvbench/generators.h"
+#include "bench/kvbench/histogram.h"
+#include "bench/kvbench/verifier.h"
+#include "bench/kvbench/workload.h"
+
+namespace rkv::bench {
+
+struct RunConfig {
+  WorkloadSpec workload;
+  int64_t records = 0;
+  int64_t operations = 0;                        // 0: until `duration`.
+  absl::Duration duration = absl::ZeroDuration();  // 0: until `operations`.
+  int threads = 1;
+  int outstanding = 16;
+  double target_ops = 0;  // Operations per second over all threads; 0: as fast as possible.
+  size_t value_size = 1000;
+  uint64_t seed = 1;
+  std::ostream* progress = nullptr;  // Where progress lines go; null for none.
+  std::function<absl::StatusOr<std::unique_ptr<Driver>>()> open_driver;
+};
+
+struct PhaseResult {
+  std::string phase;  // "load" or "run".
+  double seconds = 0;
+  uint64_t operations = 0;
+  uint64_t errors = 0;
+  uint64_t not_found = 0;      // Reads of absent keys (errors only under --verify).
+  uint64_t reads_checked = 0;  // --verify
+  uint64_t mismatches = 0;     // --verify
+  std::string first_mismatch;
+  std::array<Histogram, kOps> latency_ns;  // By Op, from intended start to completion.
+  std::optional<std::array<OpCosts, kOpTypes>> costs;  // rkv only: summed over threads.
+
+  double throughput() const { return seconds > 0 ? static_cast<double>(operations) / seconds : 0; }
+};
+
+// State that lasts across the phases of one kvbench run.
+class Benchmark {
+ public:
+  // `verifier` is null unless --verify.
+  Benchmark(RunConfig config, std::unique_ptr<Verifier> verifier);
+
+  // Writes records 0..records-1 (the load phase; op "insert").
+  absl::StatusOr<PhaseResult> Load();
+  // The workload's mix (the run phase). Assumes the records are loaded.
+  absl::StatusOr<PhaseResult> Run();
+
+ private:
+  struct Worker;
+  absl::StatusOr<PhaseResult> RunPhase(const std::string& phase, bool load);
+
+  const RunConfig config_;
+  std::unique_ptr<Verifier> verifier_;
+};
+
+}  // namespace rkv::bench
+
+#endif  // RKV_BENCH_KVBENCH_RUNNER_H_
