@@ -66,6 +66,7 @@ void PrintSummary(const PhaseResult& r, std::ostream& out) {
                          r.operations, r.seconds, r.throughput(), r.errors);
   if (r.not_found > 0) out << absl::StrFormat(", %d reads found nothing", r.not_found);
   out << "\n";
+  if (r.errors > 0) out << "first error: " << r.first_error << "\n";
   out << absl::StrFormat("%-8s %10s %10s %10s %10s %10s %10s %10s\n", "op", "count", "p50 us",
                          "p90 us", "p99 us", "p99.9 us", "max us", "mean us");
   for (int i = 0; i < kOps; ++i) {

@@ -5,6 +5,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 
@@ -30,6 +31,7 @@ struct Benchmark::Worker {
   uint64_t reads_checked = 0;
   uint64_t mismatches = 0;
   std::string first_mismatch;
+  std::string first_error;
   std::optional<std::array<OpCosts, kOpTypes>> costs_before;
 };
 
@@ -94,10 +96,15 @@ absl::StatusOr<PhaseResult> Benchmark::RunPhase(const std::string& phase, bool l
 
     // Every operation's latency runs from its intended start: when pacing
     // falls behind, the queueing counts too (no coordinated omission).
-    auto finish = [&w](Op op, absl::Time intended, bool ok) {
+    auto finish = [&w](Op op, absl::Time intended, const absl::Status& s) {
       w.latency_ns[static_cast<int>(op)].Record(
           static_cast<uint64_t>(absl::ToInt64Nanoseconds(absl::Now() - intended)));
-      if (!ok) w.Count(w.errors);
+      if (!s.ok()) {
+        if (w.errors.load(std::memory_order_relaxed) == 0) {
+          w.first_error = absl::StrCat(OpName(op), ": ", s.ToString());
+        }
+        w.Count(w.errors);
+      }
       w.Count(w.done);
     };
     auto write = [&, this](int64_t k, Op op, absl::Time intended, std::function<void()> then) {
@@ -109,7 +116,7 @@ absl::StatusOr<PhaseResult> Benchmark::RunPhase(const std::string& phase, bool l
       w.driver->Write(key, value, [&, this, k, op, intended, ticket, then](absl::Status s) {
         if (verifier_) verifier_->FinishWrite(k, ticket, s.ok());
         if (then) then();
-        finish(op, intended, s.ok());
+        finish(op, intended, s);
       });
     };
     // Reads; an RMW continues with its write when the read succeeded.
@@ -120,19 +127,17 @@ absl::StatusOr<PhaseResult> Benchmark::RunPhase(const std::string& phase, bool l
       w.driver->Read(key, [&, this, k, key, op, intended, ticket](absl::StatusOr<std::string> v) {
         // A read of an absent key is not an error (unless --verify knows
         // better); an RMW writes either way.
-        bool ok = v.ok() || absl::IsNotFound(v.status());
+        absl::Status s = absl::IsNotFound(v.status()) ? absl::OkStatus() : v.status();
         if (absl::IsNotFound(v.status())) ++w.not_found;
-        if (verifier_ && ok) {
+        if (verifier_ && s.ok()) {
           ++w.reads_checked;
-          if (absl::Status s = verifier_->Check(k, key, ticket, v); !s.ok()) {
-            if (w.mismatches++ == 0) w.first_mismatch = std::string(s.message());
-            ok = false;
-          }
+          s = verifier_->Check(k, key, ticket, v);
+          if (!s.ok() && w.mismatches++ == 0) w.first_mismatch = std::string(s.message());
         }
-        if (op == Op::kReadModifyWrite && ok) {
+        if (op == Op::kReadModifyWrite && s.ok()) {
           write(k, op, intended, nullptr);
         } else {
-          finish(op, intended, ok);
+          finish(op, intended, s);
         }
       });
     };
@@ -209,6 +214,7 @@ absl::StatusOr<PhaseResult> Benchmark::RunPhase(const std::string& phase, bool l
   r.seconds = absl::ToDoubleSeconds(absl::Now() - t0);
   for (auto& w : workers) {
     r.operations += w->done.load();
+    if (r.errors == 0) r.first_error = w->first_error;
     r.errors += w->errors.load();
     r.not_found += w->not_found;
     r.reads_checked += w->reads_checked;

@@ -45,6 +45,7 @@ struct PhaseResult {
   uint64_t reads_checked = 0;  // --verify
   uint64_t mismatches = 0;     // --verify
   std::string first_mismatch;
+  std::string first_error;
   std::array<Histogram, kOps> latency_ns;  // By Op, from intended start to completion.
   std::optional<std::array<OpCosts, kOpTypes>> costs;  // rkv only: summed over threads.
 
