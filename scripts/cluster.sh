@@ -10,13 +10,14 @@
 #
 # RKV_CLUSTER_DIR (default /tmp/rkv-cluster) holds region files, logs, pids
 # and the cluster token. The coordinator listens on 127.0.0.1:7400, where
-# kvctl looks by default. Needs a build (scripts/build.sh).
+# kvctl looks by default (RKV_COORDINATOR moves it). Needs a build
+# (scripts/build.sh); RKV_BIN names another folder of binaries.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 dir="${RKV_CLUSTER_DIR:-/tmp/rkv-cluster}"
 coordinator="${RKV_COORDINATOR:-127.0.0.1:7400}"
-bin=build/bin
+bin="${RKV_BIN:-build/bin}"
 lease_ms="${RKV_LEASE_MS:-1500}"
 memory="${RKV_SERVER_MEMORY:-64MiB}"
 
@@ -86,7 +87,7 @@ case "${1:-}" in
     echo "cluster stopped (region files kept in $dir)"
     ;;
   *)
-    sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac
