@@ -21,9 +21,12 @@ uint64_t HeapAllocator::Allocate(uint8_t size_class, absl::Time now) {
   }
   const uint64_t bytes = layout::ClassBytes(size_class);
   last_class_ = size_class;
-  if (chunk_end_ - chunk_next_ >= bytes) {
-    const uint64_t off = chunk_next_;
-    chunk_next_ += bytes;
+  for (size_t i = 0; i < chunks_.size(); ++i) {
+    Chunk& c = chunks_[i];
+    if (c.end - c.next < bytes) continue;
+    const uint64_t off = c.next;
+    c.next += bytes;
+    if (c.end - c.next < layout::kBlockAlign) chunks_.erase(chunks_.begin() + i);
     return off;
   }
   return 0;
@@ -35,9 +38,12 @@ uint64_t HeapAllocator::ChunkRequestBytes(uint8_t size_class) const {
 
 bool HeapAllocator::AddChunk(uint64_t old_cursor, uint64_t bytes) {
   if (old_cursor > layout_.heap_bytes || bytes > layout_.heap_bytes - old_cursor) return false;
-  // The rest of the previous chunk is abandoned: blocks never straddle.
-  chunk_next_ = layout_.heap_offset + old_cursor;
-  chunk_end_ = chunk_next_ + bytes;
+  const uint64_t start = layout_.heap_offset + old_cursor;
+  // Ends of chunks too small for the class in use are let go: they would
+  // pile up otherwise.
+  const uint64_t useful = last_class_ ? layout::ClassBytes(last_class_) : layout::kBlockAlign;
+  std::erase_if(chunks_, [useful](const Chunk& c) { return c.end - c.next < useful; });
+  chunks_.push_back({start, start + bytes});
   return true;
 }
 
@@ -56,8 +62,8 @@ void HeapAllocator::AddRecycled(uint8_t size_class, const std::vector<uint64_t>&
 void HeapAllocator::TakeFree(absl::Time before, std::array<std::vector<uint64_t>, 256>* out) {
   if (last_class_ != 0) {
     const uint64_t bytes = layout::ClassBytes(last_class_);
-    for (; chunk_end_ - chunk_next_ >= bytes; chunk_next_ += bytes) {
-      (*out)[last_class_].push_back(chunk_next_);
+    for (Chunk& c : chunks_) {
+      for (; c.end - c.next >= bytes; c.next += bytes) (*out)[last_class_].push_back(c.next);
     }
   }
   for (int c = 0; c < 256; ++c) {

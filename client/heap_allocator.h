@@ -1,6 +1,7 @@
 // Client-side allocation of KV blocks in a server's heap. Chunks come from
 // the server with one FAA on the region's heap cursor; blocks are carved
-// from the current chunk by size class. A freed block waits out the grace
+// from them by size class. When the cursor has run out, blocks come from
+// the region's free pool, where closing clients leave theirs. A freed block waits out the grace
 // period before reuse, so that no reader that could still trust it sees it
 // change.
 #ifndef RKV_CLIENT_HEAP_ALLOCATOR_H_
@@ -51,8 +52,13 @@ class HeapAllocator {
   const layout::Layout layout_;
   const uint64_t chunk_bytes_;
   const absl::Duration grace_;
-  uint64_t chunk_next_ = 0;  // Region offsets.
-  uint64_t chunk_end_ = 0;
+  struct Chunk {
+    uint64_t next;  // Region offsets.
+    uint64_t end;
+  };
+  // Chunks with room left. Operations in flight together may each take a
+  // chunk; every one is used, not just the last.
+  std::vector<Chunk> chunks_;
   uint8_t last_class_ = 0;
   std::array<std::deque<Freed>, 256> free_;
 };

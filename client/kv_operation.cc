@@ -180,6 +180,10 @@ void KvOperation::StartWrite() {
     state_ = State::kChunk;
     return;
   }
+  WriteBlock();
+}
+
+void KvOperation::WriteBlock() {
   my_committed_ = Slot{place_.fingerprint, size_class_, my_block_, false}.Encode();
   my_pending_ = my_committed_ | 1;
   const uint32_t block_len = static_cast<uint32_t>(layout::ClassBytes(size_class_));
@@ -198,8 +202,12 @@ void KvOperation::StartWrite() {
 }
 
 void KvOperation::OnChunk() {
-  if (!s_.heap().AddChunk(words_[kFaaWord], chunk_bytes_)) return ReadPoolHead();
-  StartWrite();
+  if (s_.heap().AddChunk(words_[kFaaWord], chunk_bytes_)) return StartWrite();
+  // The cursor has run out, but chunks that operations in flight with
+  // this one took may still have room.
+  my_block_ = s_.heap().Allocate(size_class_, s_.Now());
+  if (my_block_ != 0) return WriteBlock();
+  ReadPoolHead();
 }
 
 // The heap cursor has run out: take a node of blocks other clients freed

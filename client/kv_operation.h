@@ -68,6 +68,7 @@ class KvOperation {
 
   void Start();
   void StartWrite();
+  void WriteBlock();  // my_block_ allocated.
   void Restart();
   void ReadBuckets();
   void OnBuckets();

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages rkv builds and tests with. Idempotent: does
-# nothing (and needs no network) when every package is already installed.
+# Installs the Debian 12 packages rkv builds and tests with, and any extra
+# packages named as arguments (scripts/bench.sh asks for gnuplot-nox).
+# Idempotent: does nothing (and needs no network) when every package is
+# already installed.
 set -euo pipefail
 
 PACKAGES=(
@@ -10,6 +12,9 @@ PACKAGES=(
   libprotobuf-dev protobuf-compiler
   libgrpc++-dev protobuf-compiler-grpc
   libgtest-dev libgmock-dev libbenchmark-dev
+  # kvbench's drivers, and the servers its tests run against.
+  libmemcached-dev libhiredis-dev memcached redis-server
+  "$@"
 )
 
 missing=()

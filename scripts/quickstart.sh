@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and shows rkv at work on this machine:
 # a coordinator and three storage servers on loopback (soft fabric, regions
-# in files), a short workload through the client library, a server killed
+# in files), YCSB workload A for ten seconds with kvbench, a server killed
 # with SIGKILL and brought back with its keys. Everything it starts, it
 # stops.
 set -euo pipefail
@@ -28,8 +28,8 @@ kvctl put greeting "hello, one-sided world"
 kvctl get greeting
 
 echo
-echo "== a short workload: 20000 PUTs, then 20000 GETs, 32 in flight, through the client library"
-kvctl bench 20000
+echo "== YCSB workload A (50% reads, 50% updates, zipfian) for 10 s: kvbench, 2 threads x 16 in flight"
+build/bin/kvbench --workload=a --records=20000 --duration=10s --threads=2 --outstanding=16 --verify
 
 victim=$(kvctl status --json | grep -o '"id": "[^"]*"' | head -1 | cut -d'"' -f4)
 echo
@@ -43,7 +43,9 @@ bash scripts/cluster.sh restart-server "$victim"
 sleep 1.5
 kvctl status
 kvctl get greeting
-kvctl verify 20000  # Reads back and checks every value the workload wrote.
+# Reads back every record the workload wrote, checking each value.
+build/bin/kvbench --workload=c --phase=run --records=20000 --operations=20000 --verify --progress=false |
+  grep -E '^\[run\]|^verify'
 
 echo
 echo "== stopping the cluster"

@@ -64,7 +64,9 @@ std::string PhaseJson(const PhaseResult& r) {
 void PrintSummary(const PhaseResult& r, std::ostream& out) {
   out << absl::StrFormat("\n[%s] %d operations in %.2f s: %.0f ops/s, %d errors", r.phase,
                          r.operations, r.seconds, r.throughput(), r.errors);
-  if (r.not_found > 0) out << absl::StrFormat(", %d reads found nothing", r.not_found);
+  if (r.not_found > 0) {
+    out << absl::StrFormat(", %d reads found nothing (were the records loaded?)", r.not_found);
+  }
   out << "\n";
   if (r.errors > 0) out << "first error: " << r.first_error << "\n";
   out << absl::StrFormat("%-8s %10s %10s %10s %10s %10s %10s %10s\n", "op", "count", "p50 us",

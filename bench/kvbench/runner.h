@@ -41,7 +41,7 @@ struct PhaseResult {
   double seconds = 0;
   uint64_t operations = 0;
   uint64_t errors = 0;
-  uint64_t not_found = 0;      // Reads of absent keys (errors only under --verify).
+  uint64_t not_found = 0;      // Reads of absent keys (counted in errors too).
   uint64_t reads_checked = 0;  // --verify
   uint64_t mismatches = 0;     // --verify
   std::string first_mismatch;

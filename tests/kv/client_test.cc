@@ -158,6 +158,27 @@ TEST_P(ClientTest, FullHeapIsResourceExhaustedAndLosesNothing) {
   for (const std::string& k : stored) EXPECT_EQ(*client_->Get(k), value) << k;
 }
 
+// Operations in flight together may each take a heap chunk: every chunk
+// is used, so the heap holds nearly as many blocks as it has room for.
+TEST_P(ClientTest, WritesInFlightTogetherUseTheWholeHeap) {
+  Reset({.region_bytes = 4 << 20, .index_share = 0.25});
+  const std::string value(1000, 'v');
+  int stored = 0, exhausted = 0;
+  for (int i = 0; i < 10000 && exhausted == 0; i += 64) {
+    for (int k = i; k < i + 64; ++k) {
+      client_->PutAsync("key" + std::to_string(k), value, [&](absl::Status s) {
+        stored += s.ok();
+        exhausted += absl::IsResourceExhausted(s);
+      });
+    }
+    while (client_->in_flight() > 0) client_->Poll(absl::Milliseconds(1));
+  }
+  ASSERT_GT(exhausted, 0);
+  const uint64_t room = env_->server->layout().heap_bytes / layout::ClassBytes(
+      layout::ClassFor(layout::BlockBytes(8, value.size())));
+  EXPECT_GT(stored, room * 9 / 10) << "room for " << room;
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, ClientTest,
                          ::testing::Values(KvBackend::kSoftTcp, KvBackend::kSoftSim),
                          [](const auto& info) {
