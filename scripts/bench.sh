@@ -39,7 +39,7 @@ out="$(cd "$out" && pwd)"
 export RKV_CLUSTER_DIR="$(mktemp -d /tmp/rkv-bench.XXXXXX)"
 export RKV_COORDINATOR=127.0.0.1:7410
 # Room for the records (about 1.1 KB each in the heap) on three servers.
-export RKV_SERVER_MEMORY="${RKV_SERVER_MEMORY:-$(( (records * 2 / 3 / 1048576 + 64) ))MiB}"
+export RKV_SERVER_MEMORY="${RKV_SERVER_MEMORY:-$((records * 500 / 1048576 + 64))MiB}"
 mc_port=11411
 redis_port=6479
 pids=()

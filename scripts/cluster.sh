@@ -56,6 +56,9 @@ case "${1:-}" in
     "$bin/kvcoord" --listen="$coordinator" --lease_ms="$lease_ms" --token_file="$dir/token" \
       >>"$dir/kvcoord.log" 2>&1 &
     echo $! >"$dir/kvcoord.pid"
+    sleep 0.3
+    alive "$dir/kvcoord.pid" ||
+      die "kvcoord did not start ($coordinator in use?): $(tail -n 1 "$dir/kvcoord.log")"
     for i in $(seq 1 "$n"); do start_server "s$i"; done
     echo "$n" >"$dir/servers"
     if ! wait_up "$n"; then
