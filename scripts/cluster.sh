@@ -7,6 +7,7 @@
 #   scripts/cluster.sh status        kvctl status
 #   scripts/cluster.sh stop          stop what start started (and nothing else)
 #   scripts/cluster.sh restart-server ID   start server ID again on its region file
+#   scripts/cluster.sh restart-coordinator start kvcoord again (after it died)
 #
 # RKV_CLUSTER_DIR (default /tmp/rkv-cluster) holds region files, logs, pids
 # and the cluster token. The coordinator listens on 127.0.0.1:7400, where
@@ -33,6 +34,15 @@ start_server() {  # $1: id
   echo $! >"$dir/$id.pid"
 }
 
+start_coordinator() {
+  "$bin/kvcoord" --listen="$coordinator" --lease_ms="$lease_ms" --token_file="$dir/token" \
+    >>"$dir/kvcoord.log" 2>&1 &
+  echo $! >"$dir/kvcoord.pid"
+  sleep 0.3
+  alive "$dir/kvcoord.pid" ||
+    die "kvcoord did not start ($coordinator in use?): $(tail -n 1 "$dir/kvcoord.log")"
+}
+
 wait_up() {  # $1: how many servers must be up
   for _ in $(seq 100); do
     local up
@@ -53,12 +63,7 @@ case "${1:-}" in
     alive "$dir/kvcoord.pid" && die "already running (scripts/cluster.sh stop first)"
     [ -f "$dir/token" ] || head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$dir/token"
     chmod 600 "$dir/token"
-    "$bin/kvcoord" --listen="$coordinator" --lease_ms="$lease_ms" --token_file="$dir/token" \
-      >>"$dir/kvcoord.log" 2>&1 &
-    echo $! >"$dir/kvcoord.pid"
-    sleep 0.3
-    alive "$dir/kvcoord.pid" ||
-      die "kvcoord did not start ($coordinator in use?): $(tail -n 1 "$dir/kvcoord.log")"
+    start_coordinator
     for i in $(seq 1 "$n"); do start_server "s$i"; done
     echo "$n" >"$dir/servers"
     if ! wait_up "$n"; then
@@ -76,6 +81,10 @@ case "${1:-}" in
     alive "$dir/$id.pid" && die "server $id is running"
     start_server "$id"
     ;;
+  restart-coordinator)
+    alive "$dir/kvcoord.pid" && die "kvcoord is running"
+    start_coordinator
+    ;;
   stop)
     for pidfile in "$dir"/*.pid; do
       [ -f "$pidfile" ] || continue
@@ -90,7 +99,7 @@ case "${1:-}" in
     echo "cluster stopped (region files kept in $dir)"
     ;;
   *)
-    sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac

@@ -41,6 +41,13 @@ ABSL_FLAG(std::string, request_distribution, "",
 ABSL_FLAG(bool, verify, false,
           "Values carry key and version; every read is checked against what this run wrote. "
           "Mismatches make the exit status 1.");
+ABSL_FLAG(bool, check, false,
+          "With --verify: after the run, read back every key this run acknowledged a write "
+          "of and check it still holds that write or a later one (phase \"check\"; "
+          "mismatches are lost writes).");
+ABSL_FLAG(absl::Duration, check_patience, absl::Seconds(30),
+          "How long the check retries keys whose reads fail (servers restarting).");
+ABSL_FLAG(std::string, key_prefix, "user", "Keys are this prefix and YCSB's hashed key number.");
 ABSL_FLAG(std::string, json, "", "Also write the results to this file as JSON.");
 ABSL_FLAG(bool, progress, true, "Print a progress line every second.");
 ABSL_FLAG(uint64_t, seed, 0, "Seed of the key and operation choices (0: a random one).");
@@ -68,8 +75,9 @@ int Fail(const absl::Status& s) {
 
 int main(int argc, char** argv) {
   std::vector<char*> args = rkv::ParseFlags(argc, argv, kUsage);
-  if (args.size() > 1) return Fail(absl::InvalidArgumentError(absl::StrCat(
-                           "unexpected argument '", args[1], "' (see --help)")));
+  if (args.size() > 1)
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("unexpected argument '", args[1], "' (see --help)")));
   if (std::getenv("RKV_LOG_LEVEL") == nullptr) rkv::SetMinLogSeverity(rkv::LogSeverity::kWarning);
   using namespace rkv::bench;
 
@@ -124,6 +132,10 @@ int main(int argc, char** argv) {
   uint64_t seed = absl::GetFlag(FLAGS_seed);
   if (seed == 0) seed = std::random_device{}() | 1;
   config.seed = seed;
+  config.key_prefix = absl::GetFlag(FLAGS_key_prefix);
+  if (config.key_prefix.empty() || config.key_prefix.size() > 100) {
+    return Fail(absl::InvalidArgumentError("--key_prefix must be 1 to 100 bytes"));
+  }
   if (absl::GetFlag(FLAGS_progress)) config.progress = &std::cout;
 
   DriverConfig driver;
@@ -152,24 +164,28 @@ int main(int argc, char** argv) {
   config.open_driver = [driver] { return OpenDriver(driver); };
 
   const bool verify = absl::GetFlag(FLAGS_verify);
+  const bool check = absl::GetFlag(FLAGS_check);
+  if (check && !verify) return Fail(absl::InvalidArgumentError("--check needs --verify"));
   std::cout << absl::StrFormat(
       "kvbench: driver %s at %s, workload %s (%s), %d records of %d bytes, %d threads x %d "
       "outstanding, seed %d%s\n",
       driver.kind, driver.address, workload->name, DistributionName(workload->distribution),
       config.records, value_size, config.threads, config.outstanding, seed,
       verify ? ", verifying" : "");
-  Benchmark bench(config, verify ? std::make_unique<Verifier>(seed * 0x2545F4914F6CDD1DULL)
-                                 : nullptr);
-  std::optional<PhaseResult> load, run;
-  for (const char* p : {"load", "run"}) {
-    if (phase != "both" && phase != p) continue;
-    absl::StatusOr<PhaseResult> r = p == std::string("load") ? bench.Load() : bench.Run();
+  Benchmark bench(config,
+                  verify ? std::make_unique<Verifier>(seed * 0x2545F4914F6CDD1DULL) : nullptr);
+  std::optional<PhaseResult> load, run, checked;
+  for (const std::string p : {"load", "run", "check"}) {
+    if (p == "check" ? !check : phase != "both" && phase != p) continue;
+    absl::StatusOr<PhaseResult> r = p == "load"  ? bench.Load()
+                                    : p == "run" ? bench.Run()
+                                                 : bench.Check(absl::GetFlag(FLAGS_check_patience));
     if (!r.ok()) {
       std::cerr << "kvbench: " << r.status().message() << "\n";
       return 1;
     }
     PrintSummary(*r, std::cout);
-    (p == std::string("load") ? load : run) = *std::move(r);
+    (p == "load" ? load : p == "run" ? run : checked) = *std::move(r);
   }
 
   if (const std::string path = absl::GetFlag(FLAGS_json); !path.empty()) {
@@ -185,14 +201,14 @@ int main(int argc, char** argv) {
         {"seed", absl::StrCat(seed)},
     };
     std::ofstream out(path);
-    out << ToJson(settings, load, run);
+    out << ToJson(settings, load, run, checked);
     if (!out.good()) {
       std::cerr << "kvbench: cannot write " << path << "\n";
       return 1;
     }
   }
   uint64_t failures = 0;
-  for (const auto* r : {&load, &run}) {
+  for (const auto* r : {&load, &run, &checked}) {
     if (*r) failures += (*r)->errors + (*r)->mismatches;
   }
   return failures == 0 ? 0 : 1;

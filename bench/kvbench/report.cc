@@ -29,6 +29,7 @@ std::string PhaseJson(const PhaseResult& r) {
   fields.push_back(absl::StrFormat("\"throughput_ops\": %.1f", r.throughput()));
   fields.push_back(absl::StrCat("\"errors\": ", r.errors));
   fields.push_back(absl::StrCat("\"not_found\": ", r.not_found));
+  fields.push_back(absl::StrCat("\"acked_writes\": ", r.acked_writes));
   fields.push_back(absl::StrCat("\"verify\": {\"reads_checked\": ", r.reads_checked,
                                 ", \"mismatches\": ", r.mismatches, "}"));
   std::vector<std::string> ops;
@@ -98,13 +99,15 @@ void PrintSummary(const PhaseResult& r, std::ostream& out) {
 }
 
 std::string ToJson(const std::map<std::string, std::string>& settings,
-                   const std::optional<PhaseResult>& load, const std::optional<PhaseResult>& run) {
+                   const std::optional<PhaseResult>& load, const std::optional<PhaseResult>& run,
+                   const std::optional<PhaseResult>& check) {
   std::vector<std::string> fields;
   for (const auto& [k, v] : settings) fields.push_back(absl::StrCat("\"", k, "\": ", v));
   // The last phase's figures at the top as well, where scripts look first.
   if (const auto& last = run ? run : load) fields.push_back(PhaseJson(*last));
   if (load) fields.push_back(absl::StrCat("\"load\": {", PhaseJson(*load), "}"));
   if (run) fields.push_back(absl::StrCat("\"run\": {", PhaseJson(*run), "}"));
+  if (check) fields.push_back(absl::StrCat("\"check\": {", PhaseJson(*check), "}"));
   return absl::StrCat("{", absl::StrJoin(fields, ", "), "}\n");
 }
 

@@ -16,9 +16,10 @@ void PrintSummary(const PhaseResult& result, std::ostream& out);
 // One JSON object: `settings` as given (already JSON values), the last
 // phase's figures at the top level (throughput_ops, latency_us by op with
 // p50, p90, p99, p999, max and mean, errors, verify, rkv_costs), and each
-// phase's figures under "load" and "run".
+// phase's figures under "load", "run" and "check".
 std::string ToJson(const std::map<std::string, std::string>& settings,
-                   const std::optional<PhaseResult>& load, const std::optional<PhaseResult>& run);
+                   const std::optional<PhaseResult>& load, const std::optional<PhaseResult>& run,
+                   const std::optional<PhaseResult>& check = std::nullopt);
 
 }  // namespace rkv::bench
 

@@ -1,6 +1,7 @@
 #include "bench/kvbench/runner.h"
 
 #include <atomic>
+#include <deque>
 #include <ostream>
 #include <thread>
 #include <vector>
@@ -28,6 +29,7 @@ struct Benchmark::Worker {
   std::atomic<uint64_t> done{0};
   std::atomic<uint64_t> errors{0};
   uint64_t not_found = 0;
+  uint64_t acked_writes = 0;
   uint64_t reads_checked = 0;
   uint64_t mismatches = 0;
   std::string first_mismatch;
@@ -58,10 +60,9 @@ absl::StatusOr<PhaseResult> Benchmark::RunPhase(const std::string& phase, bool l
   std::array<double, kOps> load_mix{};
   load_mix[static_cast<int>(Op::kInsert)] = 1;
   const OpChooser chooser(load ? load_mix : c.workload.proportions);
-  const double insert_share =
-      c.workload.proportions[static_cast<int>(Op::kInsert)] /
-      (c.workload.proportions[0] + c.workload.proportions[1] + c.workload.proportions[2] +
-       c.workload.proportions[3]);
+  const double insert_share = c.workload.proportions[static_cast<int>(Op::kInsert)] /
+                              (c.workload.proportions[0] + c.workload.proportions[1] +
+                               c.workload.proportions[2] + c.workload.proportions[3]);
   // YCSB sizes the zipfian key space by the operation count; a run bounded
   // by time sizes it as if it issued as many operations as there are records.
   const int64_t expected_inserts = static_cast<int64_t>(
@@ -108,20 +109,21 @@ absl::StatusOr<PhaseResult> Benchmark::RunPhase(const std::string& phase, bool l
       w.Count(w.done);
     };
     auto write = [&, this](int64_t k, Op op, absl::Time intended, std::function<void()> then) {
-      const std::string key = KeyName(k);
+      const std::string key = KeyName(k, c.key_prefix);
       const Verifier::WriteTicket ticket =
           verifier_ ? verifier_->StartWrite(k) : Verifier::WriteTicket{0, 0};
       const std::string value =
           EncodeValue(key, verifier_ ? verifier_->nonce() : 0, ticket.version, c.value_size);
       w.driver->Write(key, value, [&, this, k, op, intended, ticket, then](absl::Status s) {
         if (verifier_) verifier_->FinishWrite(k, ticket, s.ok());
+        w.acked_writes += s.ok();
         if (then) then();
         finish(op, intended, s);
       });
     };
     // Reads; an RMW continues with its write when the read succeeded.
     auto read = [&, this](int64_t k, Op op, absl::Time intended) {
-      const std::string key = KeyName(k);
+      const std::string key = KeyName(k, c.key_prefix);
       const Verifier::ReadTicket ticket =
           verifier_ ? verifier_->StartRead(k) : Verifier::ReadTicket{0, false};
       w.driver->Read(key, [&, this, k, key, op, intended, ticket](absl::StatusOr<std::string> v) {
@@ -208,6 +210,7 @@ absl::StatusOr<PhaseResult> Benchmark::RunPhase(const std::string& phase, bool l
     last = now;
   }
   for (std::thread& t : threads) t.join();
+  key_end_ = std::max(key_end_, load ? c.records : inserts.last() + 1);
 
   PhaseResult r;
   r.phase = phase;
@@ -217,6 +220,7 @@ absl::StatusOr<PhaseResult> Benchmark::RunPhase(const std::string& phase, bool l
     if (r.errors == 0) r.first_error = w->first_error;
     r.errors += w->errors.load();
     r.not_found += w->not_found;
+    r.acked_writes += w->acked_writes;
     r.reads_checked += w->reads_checked;
     if (r.mismatches == 0) r.first_mismatch = w->first_mismatch;
     r.mismatches += w->mismatches;
@@ -235,6 +239,51 @@ absl::StatusOr<PhaseResult> Benchmark::RunPhase(const std::string& phase, bool l
       }
     }
   }
+  return r;
+}
+
+absl::StatusOr<PhaseResult> Benchmark::Check(absl::Duration patience) {
+  PhaseResult r;
+  r.phase = "check";
+  if (!verifier_) return absl::FailedPreconditionError("the check needs --verify");
+  absl::StatusOr<std::unique_ptr<Driver>> driver = config_.open_driver();
+  if (!driver.ok()) return driver.status();
+  Driver& d = **driver;
+  std::deque<int64_t> todo;
+  for (int64_t k = 0; k < key_end_; ++k) {
+    if (verifier_->StartRead(k).written) todo.push_back(k);
+  }
+  const absl::Time start = absl::Now(), deadline = start + patience;
+  std::deque<int64_t> retry;
+  while (!todo.empty() || !retry.empty() || d.in_flight() > 0) {
+    if (todo.empty() && d.in_flight() == 0) {
+      if (absl::Now() > deadline) break;
+      absl::SleepFor(absl::Milliseconds(100));  // Give a restarting server time.
+      todo.swap(retry);
+    }
+    while (!todo.empty() && d.in_flight() < static_cast<size_t>(config_.outstanding)) {
+      const int64_t k = todo.front();
+      todo.pop_front();
+      const std::string key = KeyName(k, config_.key_prefix);
+      const Verifier::ReadTicket ticket = verifier_->StartRead(k);
+      d.Read(key, [&, k, key, ticket](absl::StatusOr<std::string> v) {
+        if (!v.ok() && !absl::IsNotFound(v.status())) {
+          retry.push_back(k);
+          return;
+        }
+        ++r.operations;
+        ++r.reads_checked;
+        if (absl::Status s = verifier_->Check(k, key, ticket, v); !s.ok()) {
+          if (r.mismatches++ == 0) r.first_mismatch = std::string(s.message());
+        }
+      });
+    }
+    d.Poll(absl::Milliseconds(1));
+  }
+  r.errors = retry.size() + todo.size();
+  if (r.errors > 0)
+    r.first_error = absl::StrCat(r.errors, " keys unreadable for ", absl::FormatDuration(patience));
+  r.seconds = absl::ToDoubleSeconds(absl::Now() - start);
   return r;
 }
 

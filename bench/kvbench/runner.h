@@ -32,6 +32,7 @@ struct RunConfig {
   double target_ops = 0;  // Operations per second over all threads; 0: as fast as possible.
   size_t value_size = 1000;
   uint64_t seed = 1;
+  std::string key_prefix = "user";
   std::ostream* progress = nullptr;  // Where progress lines go; null for none.
   std::function<absl::StatusOr<std::unique_ptr<Driver>>()> open_driver;
 };
@@ -41,6 +42,7 @@ struct PhaseResult {
   double seconds = 0;
   uint64_t operations = 0;
   uint64_t errors = 0;
+  uint64_t acked_writes = 0;   // Writes the store acknowledged.
   uint64_t not_found = 0;      // Reads of absent keys (counted in errors too).
   uint64_t reads_checked = 0;  // --verify
   uint64_t mismatches = 0;     // --verify
@@ -62,6 +64,11 @@ class Benchmark {
   absl::StatusOr<PhaseResult> Load();
   // The workload's mix (the run phase). Assumes the records are loaded.
   absl::StatusOr<PhaseResult> Run();
+  // --verify only: reads back every key this run acknowledged a write of,
+  // and checks it holds that write or a later one ("reads_checked" keys,
+  // "mismatches" lost). A read that fails is retried for `patience`
+  // (servers may be restarting), then counted in "errors".
+  absl::StatusOr<PhaseResult> Check(absl::Duration patience);
 
  private:
   struct Worker;
@@ -69,6 +76,7 @@ class Benchmark {
 
   const RunConfig config_;
   std::unique_ptr<Verifier> verifier_;
+  int64_t key_end_ = 0;  // Key numbers written so far are below this.
 };
 
 }  // namespace rkv::bench

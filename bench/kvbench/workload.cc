@@ -83,7 +83,9 @@ absl::Status ValidateProportions(const std::array<double, kOps>& proportions) {
   return absl::OkStatus();
 }
 
-std::string KeyName(int64_t keynum) { return absl::StrCat("user", YcsbFnvHash64(keynum)); }
+std::string KeyName(int64_t keynum, absl::string_view prefix) {
+  return absl::StrCat(prefix, YcsbFnvHash64(keynum));
+}
 
 OpChooser::OpChooser(const std::array<double, kOps>& proportions) {
   double sum = 0;

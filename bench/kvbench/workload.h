@@ -39,9 +39,9 @@ absl::StatusOr<WorkloadSpec> WorkloadByName(absl::string_view name);
 // [0, 1] and they do not all vanish.
 absl::Status ValidateProportions(const std::array<double, kOps>& proportions);
 
-// YCSB's key for a key number with insertorder=hashed: "user" followed by
-// the decimal FNV-1a 64 hash of the number.
-std::string KeyName(int64_t keynum);
+// YCSB's key for a key number with insertorder=hashed: "user" (or another
+// prefix) followed by the decimal FNV-1a 64 hash of the number.
+std::string KeyName(int64_t keynum, absl::string_view prefix = "user");
 
 // Picks operations in the workload's proportions (YCSB's DiscreteGenerator).
 class OpChooser {
