@@ -24,7 +24,11 @@ memory="${RKV_SERVER_MEMORY:-64MiB}"
 
 die() { echo "cluster.sh: $*" >&2; exit 1; }
 
-alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+# Running, and not a zombie waiting to be reaped.
+alive() {
+  [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null &&
+    ! grep -qs '^State:.*Z' "/proc/$(cat "$1")/status"
+}
 
 start_server() {  # $1: id
   local id="$1"
@@ -77,7 +81,7 @@ case "${1:-}" in
     ;;
   restart-server)
     id="${2:-}"
-    [ -n "$id" ] && [ -f "$dir/$id.region" ] || die "restart-server needs the id of a server of this cluster"
+    [ -n "$id" ] && [ -f "$dir/$id.pid" ] || die "restart-server needs the id of a server of this cluster"
     alive "$dir/$id.pid" && die "server $id is running"
     start_server "$id"
     ;;

@@ -131,10 +131,13 @@ absl::StatusOr<PhaseResult> Benchmark::RunPhase(const std::string& phase, bool l
         // error, as in YCSB.
         absl::Status s = v.status();
         if (absl::IsNotFound(s)) ++w.not_found;
-        if (verifier_ && s.ok()) {
+        if (verifier_ && (s.ok() || absl::IsNotFound(s))) {
+          // Absent after an acknowledged write is a lost write.
           ++w.reads_checked;
-          s = verifier_->Check(k, key, ticket, v);
-          if (!s.ok() && w.mismatches++ == 0) w.first_mismatch = std::string(s.message());
+          if (absl::Status bad = verifier_->Check(k, key, ticket, v); !bad.ok()) {
+            if (w.mismatches++ == 0) w.first_mismatch = std::string(bad.message());
+            s = bad;
+          }
         }
         if (op == Op::kReadModifyWrite && s.ok()) {
           write(k, op, intended, nullptr);

@@ -76,7 +76,8 @@ void IssueRandom(Client& client, int client_id, int seq, Rng& rng, const Workloa
 // Runs the workload on the deterministic fabric; one thread drives every
 // client, so the seed fixes the whole history.
 std::vector<lin::Operation> RunSimulated(uint64_t seed, const Workload& w,
-                                         const ClientOptions& tweaks = {}) {
+                                         const ClientOptions& tweaks = {},
+                                         const fabric::FaultOptions& faults = {}) {
   auto env = KvTestEnv::Create(KvBackend::kSoftSim,
                                {.region_bytes = 4 << 20, .index_share = 0.25}, seed);
   EXPECT_TRUE(env.ok()) << env.status();
@@ -85,7 +86,14 @@ std::vector<lin::Operation> RunSimulated(uint64_t seed, const Workload& w,
     ClientOptions o = (*env)->client_options();
     o.testing_skip_conflict_resolution = tweaks.testing_skip_conflict_resolution;
     o.testing_skip_block_checksum = tweaks.testing_skip_block_checksum;
+    o.fabric.faults = faults;
+    o.fabric.faults.seed = seed * 31 + c;
+    // Opening reads the region header, which a fault may fail too.
     auto client = (*env)->NewClient(o);
+    for (int attempt = 0; !client.ok() && faults.any() && attempt < 20; ++attempt) {
+      o.fabric.faults.seed += 1000;  // Same seed, same fault: draw another.
+      client = (*env)->NewClient(o);
+    }
     EXPECT_TRUE(client.ok()) << client.status();
     clients.push_back(std::move(client).value());
   }
@@ -198,6 +206,36 @@ TEST(LinearizabilityTest, ConcurrentClientsOnTheDeterministicFabric) {
   }
   RecordProperty("operations_checked", ops);
   std::cout << ops << " operations checked linearizable\n";
+}
+
+// The same under injected faults: requests delayed, failed with unknown
+// outcome (perhaps executed at the target), connections dropped. An
+// operation that fails may or may not have taken effect, and the checker
+// allows both; everything that succeeded must still be linearizable.
+TEST(LinearizabilityTest, ConcurrentClientsUnderFaultsOnTheDeterministicFabric) {
+  int ops = 0, failed = 0;
+  fabric::FaultOptions faults;
+  faults.delay_probability = 0.05;
+  faults.max_delay = absl::Microseconds(300);
+  faults.fail_probability = 0.01;
+  faults.drop_probability = 0.002;
+  for (uint64_t seed = 1; seed <= Seeds(100); ++seed) {
+    Workload w;
+    w.clients = 2 + seed % 3;
+    w.keys = 1 + seed % 3;
+    w.outstanding = 1 + seed % 2;
+    w.ops_per_client = 100 / w.clients;
+    std::vector<lin::Operation> history = RunSimulated(seed, w, {}, faults);
+    ASSERT_EQ(history.size(), size_t(w.clients * w.ops_per_client)) << "seed " << seed;
+    for (const lin::Operation& op : history) failed += op.outcome == lin::Outcome::kUnknown;
+    lin::CheckResult r = lin::Check(history);
+    ASSERT_TRUE(r.linearizable) << "seed " << seed << " (replay with this seed)\n"
+                                << ShortestFailingPrefix(history);
+    ops += history.size();
+  }
+  EXPECT_GT(failed, 0) << "no fault hit an operation: the test checks nothing extra";
+  RecordProperty("operations_checked", ops);
+  std::cout << ops << " operations checked linearizable, " << failed << " failed by faults\n";
 }
 
 TEST(LinearizabilityTest, SameSeedSameHistory) {

@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# The fault harness: a cluster on loopback under a verifying YCSB load
+# (kvbench --verify --check), with faults injected while it runs:
+#   kill -9 of a kvserver and its restart from its region file;
+#   SIGSTOP of a kvserver past its lease, then SIGCONT;
+#   kill -9 of kvcoord and its restart;
+#   kill -9 of a second client in the middle of its inserts and updates;
+#   soft-fabric faults on the verifying client (delays, dropped connections,
+#   requests failed with unknown outcome).
+# Afterwards every key whose write was acknowledged is read back and must
+# hold that write or a later one; no read during the run may have returned a
+# value that was never written or was already overwritten. The last line:
+#   faults=N acked_writes=M keys_checked=K wrong_reads=W lost=L
+#
+#   tests/fault/run.sh [--quick | --long] [--bin=DIR] [--lose-region]
+#
+# --quick (the default, run by ctest): one round of faults, about 25 s.
+# --long: ten rounds, about 3 minutes. Exit status 0 iff nothing was lost
+# and no read was wrong. --lose-region restarts s1 without its region file,
+# as a server without one would come back: the harness must then report
+# lost writes (ctest checks that it does).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+rounds=1
+bin=build/bin
+lose_region=0
+for arg in "$@"; do
+  case "$arg" in
+    --quick) rounds=1 ;;
+    --long) rounds=10 ;;
+    --bin=*) bin="${arg#*=}" ;;
+    --lose-region) lose_region=1 ;;
+    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "run.sh: unknown argument '$arg' (try --help)" >&2; exit 2 ;;
+  esac
+done
+bin="$(cd "$bin" && pwd)"
+export RKV_BIN="$bin"
+export RKV_CLUSTER_DIR="$(mktemp -d /tmp/rkv-fault.XXXXXX)"
+export RKV_COORDINATOR="127.0.0.1:$((30000 + (RANDOM % 3000) * 10))"
+export RKV_LEASE_MS=600
+export RKV_SERVER_MEMORY=32MiB
+dir="$RKV_CLUSTER_DIR"
+victim_pid=""
+load_pid=""
+cleanup() {
+  [ -n "$victim_pid" ] && kill -9 "$victim_pid" 2>/dev/null || true
+  [ -n "$load_pid" ] && kill -9 "$load_pid" 2>/dev/null || true
+  for s in s1 s2 s3; do [ -f "$dir/$s.pid" ] && kill -CONT "$(cat "$dir/$s.pid")" 2>/dev/null || true; done
+  bash scripts/cluster.sh stop >/dev/null 2>&1 || true
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+
+say() { echo "[fault $(date +%T)] $*"; }
+faults=0
+pid_of() { cat "$dir/$1.pid"; }
+
+bash scripts/cluster.sh start 3
+
+# The verifying load: workload A, every read checked, every acknowledged
+# write read back at the end. Its own soft-fabric faults come on top.
+per_round=18
+duration=$((rounds * per_round + 4))
+"$bin/kvbench" --workload=a --records=4000 --duration="${duration}s" --threads=2 \
+  --outstanding=8 --verify --check --check_patience=30s --progress=false \
+  --coordinator="$RKV_COORDINATOR" --json="$dir/load.json" \
+  --fabric=soft --fabric_faults="delay=0.002,max_delay=3ms,fail=0.0002,drop=0.0001,seed=$RANDOM" \
+  >"$dir/kvbench.log" 2>&1 &
+load_pid=$!
+sleep 3
+
+for round in $(seq 1 "$rounds"); do
+  say "round $round of $rounds"
+  # A second client, on keys of its own, killed in the middle of its writes.
+  "$bin/kvbench" --workload=a --key_prefix=victim --records=2000 --duration=60s \
+    --outstanding=16 --progress=false --coordinator="$RKV_COORDINATOR" >/dev/null 2>&1 &
+  victim_pid=$!
+  sleep 2
+  say "kill -9 of a client in the middle of its inserts and updates"
+  kill -9 "$victim_pid"; wait "$victim_pid" 2>/dev/null || true
+  victim_pid=""
+  faults=$((faults + 1))
+
+  say "kill -9 of kvserver s1, restart from its region file"
+  kill -9 "$(pid_of s1)"
+  faults=$((faults + 1))
+  sleep 1.5
+  if [ "$lose_region" = 1 ]; then rm -f "$dir/s1.region"; fi
+  bash scripts/cluster.sh restart-server s1
+  sleep 2
+
+  say "SIGSTOP of kvserver s2 past its lease, then SIGCONT"
+  kill -STOP "$(pid_of s2)"
+  faults=$((faults + 1))
+  sleep 1.8
+  kill -CONT "$(pid_of s2)"
+  sleep 2
+
+  say "kill -9 of kvcoord, restart"
+  kill -9 "$(pid_of kvcoord)"
+  faults=$((faults + 1))
+  sleep 1
+  bash scripts/cluster.sh restart-coordinator
+  sleep 2
+
+  say "kill -9 of kvserver s3, restart from its region file"
+  kill -9 "$(pid_of s3)"
+  faults=$((faults + 1))
+  sleep 1
+  bash scripts/cluster.sh restart-server s3
+  sleep 2.5
+done
+
+say "faults done; waiting for the load to finish and read everything back"
+set +e
+wait "$load_pid"
+load_status=$?
+set -e
+load_pid=""
+json="$dir/load.json"
+[ -s "$json" ] || { cat "$dir/kvbench.log" >&2; echo "run.sh: kvbench wrote no results" >&2; exit 1; }
+# phase_field PHASE KEY: a number from the phase's object in kvbench's JSON.
+phase_field() {
+  grep -o "\"$1\": {\"seconds\"[^}]*}[^}]*}" "$json" | head -1 | grep -o "\"$2\": [0-9]*" | head -1 |
+    awk '{print $2}'
+}
+acked=$(( $(phase_field load acked_writes) + $(phase_field run acked_writes) ))
+run_ops=$(phase_field run operations)
+run_errors=$(phase_field run errors)
+bad_reads=$(grep -o '"run": {[^}]*}[^}]*}' "$json" | grep -o '"mismatches": [0-9]*' | awk '{print $2}')
+checked=$(grep -o '"check": {[^}]*}[^}]*}' "$json" | grep -o '"reads_checked": [0-9]*' | awk '{print $2}')
+lost=$(grep -o '"check": {[^}]*}[^}]*}' "$json" | grep -o '"mismatches": [0-9]*' | awk '{print $2}')
+unreadable=$(phase_field check errors)
+grep -E '^\[|^verify|^first' "$dir/kvbench.log" || true
+echo "operations=$run_ops errors_during_faults=$run_errors wrong_reads=$bad_reads unreadable_at_end=$unreadable (kvbench exit $load_status)"
+echo "faults=$faults acked_writes=$acked keys_checked=$checked wrong_reads=$bad_reads lost=$lost"
+[ "$lost" = 0 ] && [ "$bad_reads" = 0 ] && [ "$unreadable" = 0 ] && [ "$checked" -gt 0 ]
