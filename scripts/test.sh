@@ -3,18 +3,22 @@
 #
 #   scripts/test.sh                  the suite on a Release build
 #   scripts/test.sh --sanitizers     also under ASan+UBSan and under TSan
+#   scripts/test.sh --fuzz           also the libFuzzer targets, 20 s each
+#                                    (clang; scripts/fuzz.sh runs them longer)
 #
 # Extra arguments after -- go to ctest (e.g. -- -R Conformance).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 sanitizers=0
+fuzz=0
 ctest_args=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --sanitizers) sanitizers=1 ;;
+    --fuzz) fuzz=1 ;;
     --) shift; ctest_args=("$@"); break ;;
-    -h|--help) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "test.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
   esac
   shift
@@ -37,5 +41,10 @@ run_suite ""
 if [ "$sanitizers" = 1 ]; then
   run_suite address
   run_suite thread
+fi
+if [ "$fuzz" = 1 ]; then
+  echo "=== test.sh: fuzz targets ==="
+  bash scripts/fuzz.sh --build-only
+  (cd build-fuzz && ctest --output-on-failure -L fuzz)
 fi
 echo "test.sh: all suites passed"

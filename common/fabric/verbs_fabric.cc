@@ -162,7 +162,6 @@ class VerbsQueuePair final : public QueuePair {
     std::vector<ibv_send_wr> wrs(batch.size());
     std::vector<ibv_sge> sges(batch.size());
     uint64_t bytes = 0;
-    size_t signaled = 0;
     for (size_t i = 0; i < batch.size(); ++i) {
       const WorkRequest& w = batch[i];
       const bool atomic = w.opcode == Opcode::kCas64 || w.opcode == Opcode::kFaa64;
@@ -188,7 +187,6 @@ class VerbsQueuePair final : public QueuePair {
       wr.send_flags = (w.flags & kSignaled ? IBV_SEND_SIGNALED : 0) |
                       (w.flags & kFenced ? IBV_SEND_FENCE : 0) |
                       (w.flags & kInline ? IBV_SEND_INLINE : 0);
-      signaled += (w.flags & kSignaled) ? 1 : 0;
       switch (w.opcode) {
         case Opcode::kRead:
         case Opcode::kWrite:
