@@ -9,6 +9,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "common/cluster_token.h"
+#include "common/file_limit.h"
 #include "common/flags.h"
 #include "common/logging.h"
 #include "grpcpp/grpcpp.h"
@@ -27,6 +28,10 @@ int main(int argc, char** argv) {
   rkv::ParseFlags(argc, argv,
                   "kvcoord: the rkv coordinator (membership, leases, cluster map).\n"
                   "Usage: kvcoord [--listen=HOST:PORT] [--lease_ms=MS] [--token=T|--token_file=F]");
+  if (absl::Status s = rkv::EnsureFileLimit(256); !s.ok()) {
+    std::cerr << "kvcoord: " << s.message() << "\n";
+    return 1;
+  }
   auto token = rkv::ClusterTokenFromFlags();
   if (!token.ok()) {
     std::cerr << "kvcoord: " << token.status().message() << "\n";

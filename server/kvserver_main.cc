@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/cluster_token.h"
 #include "common/fabric/fabric_flags.h"
+#include "common/file_limit.h"
 #include "common/flags.h"
 #include "common/logging.h"
 #include "proto/coordinator_stub.h"
@@ -51,6 +52,10 @@ int main(int argc, char** argv) {
                   "kvserver: an rkv storage node.\n"
                   "Usage: kvserver --id=NAME [--coordinator=HOST:PORT] [--fabric=auto|verbs|soft]\n"
                   "                [--memory=64MiB] [--region_file=PATH] [--token=T|--token_file=F]");
+  if (absl::Status s = rkv::EnsureFileLimit(256); !s.ok()) {
+    std::cerr << "kvserver: " << s.message() << "\n";
+    return 1;
+  }
   const std::string id = absl::GetFlag(FLAGS_id);
   if (id.empty()) {
     std::cerr << "kvserver: --id is required (a name stable across restarts)\n";

@@ -10,6 +10,7 @@
 #include "bench/kvbench/runner.h"
 #include "common/cluster_token.h"
 #include "common/fabric/fabric_flags.h"
+#include "common/file_limit.h"
 #include "common/flags.h"
 #include "common/logging.h"
 #include "proto/coordinator_stub.h"
@@ -75,6 +76,10 @@ int Fail(const absl::Status& s) {
 
 int main(int argc, char** argv) {
   std::vector<char*> args = rkv::ParseFlags(argc, argv, kUsage);
+  if (absl::Status s = rkv::EnsureFileLimit(64); !s.ok()) {
+    std::cerr << "kvbench: " << s.message() << "\n";
+    return 1;
+  }
   if (args.size() > 1)
     return Fail(absl::InvalidArgumentError(
         absl::StrCat("unexpected argument '", args[1], "' (see --help)")));
