@@ -56,6 +56,18 @@ trap cleanup EXIT
 say() { echo "[fault $(date +%T)] $*"; }
 faults=0
 pid_of() { cat "$dir/$1.pid"; }
+# kill9 NAME: SIGKILL, then wait until the process is gone (not a zombie).
+kill9() {
+  local pid
+  pid="$(pid_of "$1")"
+  kill -9 "$pid" 2>/dev/null || true
+  for _ in $(seq 100); do
+    kill -0 "$pid" 2>/dev/null && ! grep -qs '^State:.*Z' "/proc/$pid/status" || return 0
+    sleep 0.1
+  done
+  echo "run.sh: $1 (pid $pid) did not die" >&2
+  return 1
+}
 
 bash scripts/cluster.sh start 3
 
@@ -84,7 +96,7 @@ for round in $(seq 1 "$rounds"); do
   faults=$((faults + 1))
 
   say "kill -9 of kvserver s1, restart from its region file"
-  kill -9 "$(pid_of s1)"
+  kill9 s1
   faults=$((faults + 1))
   sleep 1.5
   if [ "$lose_region" = 1 ]; then rm -f "$dir/s1.region"; fi
@@ -99,14 +111,14 @@ for round in $(seq 1 "$rounds"); do
   sleep 2
 
   say "kill -9 of kvcoord, restart"
-  kill -9 "$(pid_of kvcoord)"
+  kill9 kvcoord
   faults=$((faults + 1))
   sleep 1
   bash scripts/cluster.sh restart-coordinator
   sleep 2
 
   say "kill -9 of kvserver s3, restart from its region file"
-  kill -9 "$(pid_of s3)"
+  kill9 s3
   faults=$((faults + 1))
   sleep 1
   bash scripts/cluster.sh restart-server s3
