@@ -1,21 +1,35 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages rkv builds and tests with, and any extra
 # packages named as arguments (scripts/bench.sh asks for gnuplot-nox).
+# With --runtime first, only the packages the built programs run with.
 # Idempotent: does nothing (and needs no network) when every package is
 # already installed.
 set -euo pipefail
 
-PACKAGES=(
-  build-essential cmake pkg-config
-  rdma-core libibverbs-dev librdmacm-dev ibverbs-utils
-  libabsl-dev
-  libprotobuf-dev protobuf-compiler
-  libgrpc++-dev protobuf-compiler-grpc
-  libgtest-dev libgmock-dev libbenchmark-dev
-  # kvbench's drivers, and the servers its tests run against.
-  libmemcached-dev libhiredis-dev memcached redis-server
-  "$@"
-)
+# --runtime: only what the built programs need to run (the container
+# image's final stage), and rdma-core's tools to check a node.
+if [ "${1:-}" = "--runtime" ]; then
+  shift
+  PACKAGES=(
+    libabsl20220623 libprotobuf32 libgrpc++1.51 libibverbs1 librdmacm1 ibverbs-providers
+    rdma-core ibverbs-utils libmemcached11 libhiredis0.14
+    "$@"
+  )
+else
+  PACKAGES=(
+    build-essential cmake pkg-config
+    rdma-core libibverbs-dev librdmacm-dev ibverbs-utils
+    libabsl-dev
+    libprotobuf-dev protobuf-compiler
+    libgrpc++-dev protobuf-compiler-grpc
+    libgtest-dev libgmock-dev libbenchmark-dev
+    # kvbench's drivers, and the servers its tests run against.
+    libmemcached-dev libhiredis-dev memcached redis-server
+    # The deployment files' checks (tests/deploy/check.sh).
+    python3-yaml
+    "$@"
+  )
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do
