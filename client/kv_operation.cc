@@ -303,21 +303,26 @@ void KvOperation::OnBuckets() {
       slots_.push_back({off, Load64(fixed_ + rel)});
     }
   }
+  // One read per block not yet known. Two slots may name one block (a
+  // claim killed, then made again elsewhere with the same block): it is
+  // read once, and candidates_[i] is the block read into read_bufs_[i].
   candidates_.clear();
   for (const SlotSeen& s : slots_) {
     if (s.word == 0 || Slot::Decode(s.word).fingerprint != place_.fingerprint) continue;
-    if (IsMine(s.word) || known_.contains(layout::CommittedOf(s.word))) continue;
-    candidates_.push_back(s);
-  }
-  if (candidates_.empty()) return Decide();
-  for (const SlotSeen& c : candidates_) {
-    const Slot slot = Slot::Decode(c.word);
+    const uint64_t id = layout::CommittedOf(s.word);
+    if (IsMine(s.word) || known_.contains(id)) continue;
+    if (std::any_of(candidates_.begin(), candidates_.end(),
+                    [id](const SlotSeen& c) { return layout::CommittedOf(c.word) == id; })) {
+      continue;
+    }
+    const Slot slot = Slot::Decode(s.word);
     const uint64_t bytes = layout::ClassBytes(slot.size_class);
     uint8_t* buf = bytes ? s_.scratch().Allocate(bytes) : nullptr;
     if (buf == nullptr) {
-      known_[layout::CommittedOf(c.word)] = false;  // Garbage slot or no memory: not ours.
+      known_[id] = false;  // Garbage slot or no memory: not ours.
       continue;
     }
+    candidates_.push_back(s);
     read_bufs_.push_back(buf);
     AddRead(slot.offset, buf, static_cast<uint32_t>(bytes));
   }
@@ -327,12 +332,11 @@ void KvOperation::OnBuckets() {
 
 void KvOperation::OnBlocks() {
   const bool late = s_.Now() - observed_at_ > s_.options().grace_period;
-  size_t next_buf = 0;
   bool torn = false;
-  for (const SlotSeen& c : candidates_) {
+  for (size_t i = 0; i < candidates_.size(); ++i) {
+    const SlotSeen& c = candidates_[i];
     const uint64_t id = layout::CommittedOf(c.word);
-    if (known_.contains(id)) continue;
-    uint8_t* buf = read_bufs_[next_buf++];
+    uint8_t* buf = read_bufs_[i];
     const uint64_t bytes = layout::ClassBytes(Slot::Decode(c.word).size_class);
     absl::StatusOr<layout::BlockView> block =
         DecodeRead(buf, bytes, s_.options().testing_skip_block_checksum);
@@ -472,6 +476,13 @@ void KvOperation::Claim() {
   for (int b = 0; b < 2; ++b) {
     std::vector<const SlotSeen*> free, free_main;
     for (const SlotSeen& s : slots_) {
+      // Never a slot this operation claimed before: the same slot with the
+      // same block is the same word, and a rival's CAS decided on the old
+      // claim would take the new one for it (ABA).
+      if (std::find(claimed_before_.begin(), claimed_before_.end(), s.offset) !=
+          claimed_before_.end()) {
+        continue;
+      }
       if (s.word == 0 && s.offset >= bucket_offset_[b] &&
           s.offset < bucket_offset_[b] + layout::kCombinedBucketBytes) {
         free.push_back(&s);
@@ -488,11 +499,12 @@ void KvOperation::Claim() {
   if (best == nullptr) {
     FreeMyBlock();
     return Finish(absl::ResourceExhaustedError(
-        "index full: both candidate buckets of the key have no free slot"));
+        "index full: both candidate buckets of the key have no free slot it may claim"));
   }
   target_slot_ = best->offset;
   ever_claimed_ = true;
   claim_attempt_ = best->offset;
+  claimed_before_.push_back(best->offset);
   if (s_.options().testing_skip_conflict_resolution) {
     AddCas(best->offset, &words_[0], 0, my_committed_);
     state_ = State::kDirectCommit;

@@ -142,6 +142,7 @@ class KvOperation {
   bool ever_claimed_ = false;
   uint64_t claimed_slot_ = 0;   // The slot our pending claim holds; 0 if none.
   uint64_t claim_attempt_ = 0;  // The slot the last claim CAS targeted.
+  std::vector<uint64_t> claimed_before_;  // Every slot a claim CAS targeted.
   uint64_t chunk_bytes_ = 0;
   uint64_t pool_head_ = 0;  // The free-pool head word the pop expects.
   layout::FreeNode pool_node_;

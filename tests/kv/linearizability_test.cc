@@ -177,15 +177,23 @@ std::string ShortestFailingPrefix(const std::vector<lin::Operation>& history) {
   return lin::Check(prefix(lo)).explanation;
 }
 
-// Seeds explored per test: RKV_LIN_SEEDS overrides (longer runs).
-uint64_t Seeds(uint64_t quick) {
+// Seeds explored per test: 1..N (RKV_LIN_SEEDS=N overrides N, for longer
+// runs), then the seeds that once found a bug; RKV_LIN_SEED=S runs seed S
+// alone (a replay).
+std::vector<uint64_t> Seeds(uint64_t quick, std::vector<uint64_t> found_bugs) {
+  if (const char* one = std::getenv("RKV_LIN_SEED")) return {std::strtoull(one, nullptr, 10)};
   const char* env = std::getenv("RKV_LIN_SEEDS");
-  return env ? std::strtoull(env, nullptr, 10) : quick;
+  const uint64_t n = env ? std::strtoull(env, nullptr, 10) : quick;
+  std::vector<uint64_t> seeds = std::move(found_bugs);
+  for (uint64_t s = 1; s <= n; ++s) seeds.push_back(s);
+  return seeds;
 }
 
 TEST(LinearizabilityTest, ConcurrentClientsOnTheDeterministicFabric) {
   int ops = 0;
-  for (uint64_t seed = 1; seed <= Seeds(150); ++seed) {
+  // 12975: a claim withdrawn and made again in the same slot with the same
+  // block let a rival's stale commit take it (two committed slots).
+  for (uint64_t seed : Seeds(150, {12975})) {
     // Vary the shape with the seed: more clients, fewer keys, deeper
     // queues; at most 8 operations in flight, which the checker searches
     // exhaustively in well under a second.
@@ -200,7 +208,7 @@ TEST(LinearizabilityTest, ConcurrentClientsOnTheDeterministicFabric) {
       ASSERT_NE(op.outcome, lin::Outcome::kUnknown) << "seed " << seed << ": an operation failed";
     }
     lin::CheckResult r = lin::Check(history);
-    ASSERT_TRUE(r.linearizable) << "seed " << seed << " (replay with this seed)\n"
+    ASSERT_TRUE(r.linearizable) << "seed " << seed << " (replay: RKV_LIN_SEED=" << seed << ")\n"
                                 << ShortestFailingPrefix(history);
     ops += history.size();
   }
@@ -213,13 +221,16 @@ TEST(LinearizabilityTest, ConcurrentClientsOnTheDeterministicFabric) {
 // operation that fails may or may not have taken effect, and the checker
 // allows both; everything that succeeded must still be linearizable.
 TEST(LinearizabilityTest, ConcurrentClientsUnderFaultsOnTheDeterministicFabric) {
-  int ops = 0, failed = 0;
+  int ops = 0, failed = 0, inconclusive = 0;
   fabric::FaultOptions faults;
   faults.delay_probability = 0.05;
   faults.max_delay = absl::Microseconds(300);
   faults.fail_probability = 0.01;
   faults.drop_probability = 0.002;
-  for (uint64_t seed = 1; seed <= Seeds(100); ++seed) {
+  // 3857: two slots naming one block shifted a GET's block reads, and it
+  // returned another write's value.
+  const std::vector<uint64_t> seeds = Seeds(100, {3857});
+  for (uint64_t seed : seeds) {
     Workload w;
     w.clients = 2 + seed % 3;
     w.keys = 1 + seed % 3;
@@ -229,13 +240,21 @@ TEST(LinearizabilityTest, ConcurrentClientsUnderFaultsOnTheDeterministicFabric) 
     ASSERT_EQ(history.size(), size_t(w.clients * w.ops_per_client)) << "seed " << seed;
     for (const lin::Operation& op : history) failed += op.outcome == lin::Outcome::kUnknown;
     lin::CheckResult r = lin::Check(history);
-    ASSERT_TRUE(r.linearizable) << "seed " << seed << " (replay with this seed)\n"
+    // Many operations of unknown outcome on one key can exhaust the search:
+    // such a seed proves nothing either way, and must stay rare.
+    if (r.gave_up) {
+      ++inconclusive;
+      continue;
+    }
+    ASSERT_TRUE(r.linearizable) << "seed " << seed << " (replay: RKV_LIN_SEED=" << seed << ")\n"
                                 << ShortestFailingPrefix(history);
     ops += history.size();
   }
   EXPECT_GT(failed, 0) << "no fault hit an operation: the test checks nothing extra";
+  EXPECT_LE(inconclusive * 100, static_cast<int>(seeds.size())) << "over 1 % of seeds inconclusive";
   RecordProperty("operations_checked", ops);
-  std::cout << ops << " operations checked linearizable, " << failed << " failed by faults\n";
+  std::cout << ops << " operations checked linearizable, " << failed << " failed by faults, "
+            << inconclusive << " seeds inconclusive\n";
 }
 
 TEST(LinearizabilityTest, SameSeedSameHistory) {

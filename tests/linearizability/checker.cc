@@ -139,7 +139,7 @@ CheckResult Check(const std::vector<Operation>& history) {
     if (!search.Run()) {
       std::sort(ops.begin(), ops.end(),
                 [](const Operation& a, const Operation& b) { return a.invoke < b.invoke; });
-      return {false, key,
+      return {false, search.gave_up(), key,
               std::string(search.gave_up() ? "search gave up on" : "no linearization of") +
                   " key '" + key + "':\n" + Describe(ops)};
     }

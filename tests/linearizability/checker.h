@@ -29,6 +29,9 @@ struct Operation {
 
 struct CheckResult {
   bool linearizable = true;
+  // Not linearizable because the search ran out of budget (many operations
+  // of unknown outcome): inconclusive rather than wrong.
+  bool gave_up = false;
   std::string key;          // The first key that fails.
   std::string explanation;  // Its history, for the failure message.
 };
