@@ -10,9 +10,7 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "absl/strings/str_format.h"
 #include "common/cluster_token.h"
 #include "common/fabric/fabric_flags.h"
@@ -34,8 +32,7 @@ constexpr char kUsage[] =
     "  kvctl get KEY\n"
     "  kvctl put KEY VALUE\n"
     "  kvctl del KEY\n"
-    "  kvctl bench [N]            N puts then N gets (default 10000), 32 in flight\n"
-    "  kvctl verify [N]           only the gets: checks what `bench N` wrote\n"
+    "(kvbench measures and verifies workloads.)\n"
     "Common flags: --coordinator=HOST:PORT --token=T|--token_file=F --fabric=auto|verbs|soft";
 
 std::string JsonEscape(const std::string& s) {
@@ -99,41 +96,6 @@ int Status(rkv::CoordinatorStub& coord) {
   return 0;
 }
 
-// N puts (unless `put` is false), then N gets of what was put, through
-// the asynchronous API.
-int Bench(rkv::Client& c, int n, bool put) {
-  int errors = 0, mismatches = 0;
-  for (int phase = put ? 0 : 1; phase < 2; ++phase) {
-    const rkv::OpType type = phase == 0 ? rkv::OpType::kPut : rkv::OpType::kGet;
-    const rkv::OpCosts before = c.costs(type);
-    const absl::Time start = absl::Now();
-    for (int i = 0; i < n;) {
-      while (i < n && c.in_flight() < 32) {
-        const std::string key = absl::StrCat("bench-", i), value = absl::StrCat("value-", i);
-        if (phase == 0) {
-          c.PutAsync(key, value, [&](absl::Status s) { errors += !s.ok(); });
-        } else {
-          c.GetAsync(key, [&, value](absl::StatusOr<std::string> v) {
-            errors += !v.ok();
-            mismatches += v.ok() && *v != value;
-          });
-        }
-        ++i;
-      }
-      c.Poll(absl::Milliseconds(1));
-    }
-    while (c.in_flight() > 0) c.Poll(absl::Milliseconds(1));
-    const double secs = absl::ToDoubleSeconds(absl::Now() - start);
-    const rkv::OpCosts after = c.costs(type);
-    const double ops = static_cast<double>(after.ops - before.ops);
-    std::cout << absl::StrFormat("%-4s %7d ops in %.2f s: %8.0f ops/s, %.2f round trips/op\n",
-                                 phase == 0 ? "put" : "get", n, secs, ops / secs,
-                                 (after.round_trips - before.round_trips) / std::max(ops, 1.0));
-  }
-  std::cout << "errors: " << errors << ", wrong values: " << mismatches << "\n";
-  return errors == 0 && mismatches == 0 ? 0 : 1;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -155,12 +117,10 @@ int main(int argc, char** argv) {
     rkv::CoordinatorStub coord(coordinator, *token);
     return Status(coord);
   }
-  const bool verify = cmd == "verify" && args.size() <= 3;
-  const bool bench = (cmd == "bench" || verify) && args.size() <= 3;
   const bool get = cmd == "get" && args.size() == 3;
   const bool put = cmd == "put" && args.size() == 4;
   const bool del = cmd == "del" && args.size() == 3;
-  if (!get && !put && !del && !bench) {
+  if (!get && !put && !del) {
     std::cerr << kUsage << "\n";
     return 2;
   }
@@ -172,14 +132,6 @@ int main(int argc, char** argv) {
   if (!client.ok()) {
     std::cerr << "kvctl: " << client.status().message() << "\n";
     return 1;
-  }
-  if (bench) {
-    int n = 10000;
-    if (args.size() == 3 && (!absl::SimpleAtoi(args[2], &n) || n <= 0)) {
-      std::cerr << "kvctl: bench takes a positive count\n";
-      return 2;
-    }
-    return Bench(**client, n, /*put=*/!verify);
   }
   absl::Status s;
   if (get) {
