@@ -17,6 +17,10 @@
 namespace rkv {
 namespace {
 
+std::string Describe(const HostPort& where) { return absl::StrCat(where.host, ":", where.port); }
+
+}  // namespace
+
 absl::StatusOr<sockaddr_in> ToSockaddr(const HostPort& where) {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -28,10 +32,6 @@ absl::StatusOr<sockaddr_in> ToSockaddr(const HostPort& where) {
   }
   return addr;
 }
-
-std::string Describe(const HostPort& where) { return absl::StrCat(where.host, ":", where.port); }
-
-}  // namespace
 
 void Fd::Reset() {
   if (fd_ >= 0) ::close(fd_);

@@ -2,6 +2,8 @@
 #ifndef RKV_COMMON_SOCKET_H_
 #define RKV_COMMON_SOCKET_H_
 
+#include <netinet/in.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -45,6 +47,10 @@ struct HostPort {
 };
 // Parses "host:port" (IPv4 dotted quad or "localhost"; port 0..65535).
 absl::StatusOr<HostPort> ParseHostPort(absl::string_view address);
+
+// The IPv4 socket address of host:port; a host that is not a dotted quad
+// (or "localhost") is InvalidArgument.
+absl::StatusOr<sockaddr_in> ToSockaddr(const HostPort& where);
 
 // A listening TCP socket bound to host:port (port 0 picks a free one).
 absl::StatusOr<Fd> ListenTcp(const HostPort& where, int backlog = 128);

@@ -21,6 +21,9 @@
 #   veth0 192.0.2.1 with rxe0     RKV_RXE_CLIENT_ADDR, RKV_RXE_CLIENT_DEVICE
 #   veth1 192.0.2.2 with rxe1     RKV_RXE_SERVER_ADDR, RKV_RXE_SERVER_DEVICE
 #
+# and RKV_VERBS_TEST_* point the verbs tests at them, with RKV_REQUIRE_VERBS
+# set so that they fail rather than skip.
+#
 # The kernel (Debian's linux-image package, fetched with apt-get download) and
 # the initramfs are cached in build/rdma-vm/. Under emulation (TCG) the guest
 # is slow: nothing measured in it is a performance figure.
@@ -160,11 +163,18 @@ ip rule add pref 11 iif lo to 192.0.2.1 lookup 101
 ip route add 192.0.2.1 dev veth1 src 192.0.2.2 table 101
 ip rule add pref 1000 lookup local
 ip rule del pref 0
+# Fixed neighbours: ARP between two local addresses is not worth trusting,
+# and a connection's first resolution should not wait on it.
+ip neigh replace 192.0.2.2 lladdr "$(cat /sys/class/net/veth1/address)" dev veth0 nud permanent
+ip neigh replace 192.0.2.1 lladdr "$(cat /sys/class/net/veth0/address)" dev veth1 nud permanent
 rdma link add rxe0 type rxe netdev veth0
 rdma link add rxe1 type rxe netdev veth1
 export RKV_RXE_CLIENT_ADDR=192.0.2.1 RKV_RXE_CLIENT_DEVICE=rxe0
 export RKV_RXE_SERVER_ADDR=192.0.2.2 RKV_RXE_SERVER_DEVICE=rxe1
 export RKV_IN_RDMA_VM=1
+# The verbs tests: run, never skip.
+export RKV_VERBS_TEST_ADDRESS=192.0.2.2:0 RKV_VERBS_TEST_DEVICE=rxe1
+export RKV_VERBS_TEST_INITIATOR_DEVICE=rxe0 RKV_REQUIRE_VERBS=1
 ulimit -l unlimited
 set +e
 NET

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/fabric/work_request_check.h"
 
 namespace rkv::fabric {
 namespace {
@@ -21,41 +22,11 @@ SoftQueuePair::SoftQueuePair(std::shared_ptr<const MemoryTable> local,
       faults_(faults),
       fault_rng_(fault_seed) {}
 
-absl::Status SoftQueuePair::Validate(const WorkRequest& wr) const {
-  const auto bad = [&](absl::string_view why) {
-    return absl::InvalidArgumentError(absl::StrCat("work request ", wr.wr_id, " (",
-                                                   OpcodeName(wr.opcode), "): ", why));
-  };
-  switch (wr.opcode) {
-    case Opcode::kRead:
-    case Opcode::kWrite:
-      if (wr.length > kMaxMessageBytes) {
-        return bad(absl::StrCat("length ", wr.length, " exceeds ", kMaxMessageBytes));
-      }
-      break;
-    case Opcode::kCas64:
-    case Opcode::kFaa64:
-      if (wr.length != 8) return bad("atomics move exactly 8 bytes");
-      break;
-    default:
-      return bad("unknown opcode");
-  }
-  if (wr.length > 0 && wr.local == nullptr) return bad("no local buffer");
-  if (wr.flags & kInline) {
-    if (wr.opcode != Opcode::kWrite) return bad("only WRITEs may be inline");
-    if (wr.length > limits_.max_inline_data) {
-      return bad(absl::StrCat("inline length ", wr.length, " exceeds max_inline_data ",
-                              limits_.max_inline_data));
-    }
-  }
-  return absl::OkStatus();
-}
-
 absl::Status SoftQueuePair::Post(absl::Span<const WorkRequest> batch) {
   std::vector<Pending> pending;
   pending.reserve(batch.size());
   for (const WorkRequest& wr : batch) {
-    if (auto s = Validate(wr); !s.ok()) return s;
+    if (auto s = CheckWorkRequest(wr, limits_.max_inline_data); !s.ok()) return s;
     Pending p;
     p.wr = wr;
     if (wr.flags & kInline) {

@@ -82,7 +82,6 @@ class SoftQueuePair : public QueuePair {
   void FailAllLocked(CompletionStatus first) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ResolveRefusedFrontLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PushLocked(const Completion& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status Validate(const WorkRequest& wr) const;
 
   const std::shared_ptr<const MemoryTable> local_;
   const QueuePairLimits limits_;

@@ -1,6 +1,5 @@
 #include "common/fabric/verbs_fabric.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
 #include <infiniband/verbs.h>
 #include <netinet/in.h>
@@ -13,12 +12,13 @@
 #include <cstring>
 #include <deque>
 #include <list>
+#include <mutex>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include <mutex>
 #include "absl/time/clock.h"
+#include "common/fabric/work_request_check.h"
 #include "common/logging.h"
 #include "common/socket.h"
 #include "common/status.h"
@@ -30,19 +30,29 @@ namespace {
 constexpr size_t kMaxVerbsToken = 56;
 // Outstanding READs/atomics asked for; capped by what the device supports.
 constexpr int kWantRdAtomic = 16;
+// Local ACK timeout, as 4.096 us * 2^n: 2^16 is about 268 ms. With
+// kRetryCount retries a peer that stopped answering is reported within about
+// 2 s (kRetryExceeded) instead of the minutes rdma_cm's RoCE default allows.
+// Not 7 retries: the InfiniBand spec makes only the RNR retry count of 7
+// infinite, but rxe treats a transport retry count of 7 as infinite too, and
+// a dead peer would then never be reported.
+constexpr uint8_t kAckTimeout = 16;
+constexpr int kRetryCount = 6;
+// Wait spins this long before it sleeps on the completion channel.
+constexpr absl::Duration kSpinBeforeSleep = absl::Microseconds(50);
 
 std::string ErrnoText(int err) { return std::strerror(err); }
 
 // The device and protection domain every region and queue pair of one
-// Fabric shares; kept alive by each of them.
+// Fabric shares; kept alive by each of them. The context is librdmacm's own
+// (rdma_get_devices), the one its cm ids carry: a context from
+// ibv_open_device would be another object for the same device, and
+// rdma_create_qp refuses a protection domain of another context.
 class VerbsDevice {
  public:
   VerbsDevice(ibv_context* ctx, ibv_pd* pd, const ibv_device_attr& attr, std::string name)
       : ctx_(ctx), pd_(pd), attr_(attr), name_(std::move(name)) {}
-  ~VerbsDevice() {
-    ibv_dealloc_pd(pd_);
-    ibv_close_device(ctx_);
-  }
+  ~VerbsDevice() { ibv_dealloc_pd(pd_); }  // librdmacm owns the context.
   ibv_context* ctx() const { return ctx_; }
   ibv_pd* pd() const { return pd_; }
   const ibv_device_attr& attr() const { return attr_; }
@@ -57,11 +67,18 @@ class VerbsDevice {
   const std::string name_;
 };
 
-// Owns an rdma_cm event channel and one id on it, with the id's QP and CQ.
+// The cm id's device, named for error messages.
+std::string DeviceName(const rdma_cm_id* id) {
+  return id->verbs != nullptr ? ibv_get_device_name(id->verbs->device) : "none";
+}
+
+// Owns an rdma_cm event channel and one id on it, with the id's QP, CQ and
+// completion channel.
 struct CmConnection {
   rdma_event_channel* channel = nullptr;  // Null for ids accepted by a listener.
   rdma_cm_id* id = nullptr;
-  ibv_cq* cq = nullptr;
+  ibv_comp_channel* comp_channel = nullptr;
+  ibv_cq* cq = nullptr;  // Null for accepted ids: the listener's CQ serves them.
   bool has_qp = false;
 
   ~CmConnection() {
@@ -73,38 +90,35 @@ struct CmConnection {
       rdma_destroy_id(id);
     }
     if (cq != nullptr) ibv_destroy_cq(cq);
+    if (comp_channel != nullptr) ibv_destroy_comp_channel(comp_channel);
     if (channel != nullptr) rdma_destroy_event_channel(channel);
   }
 };
 
-absl::StatusOr<sockaddr_in> ToSockaddr(absl::string_view address) {
+absl::StatusOr<sockaddr_in> ParseAddress(absl::string_view address) {
   RKV_ASSIGN_OR_RETURN(HostPort hp, ParseHostPort(address));
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(hp.port);
-  inet_pton(AF_INET, hp.host == "localhost" ? "127.0.0.1" : hp.host.c_str(), &sa.sin_addr);
-  return sa;
+  return ToSockaddr(hp);
 }
+
+void SetNonBlocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
 
 // Waits for the next CM event on `channel` and checks it is `want`.
 absl::Status ExpectEvent(rdma_event_channel* channel, rdma_cm_event_type want,
-                         absl::Duration timeout, const std::string& what,
-                         std::string* private_data = nullptr) {
+                         absl::Duration timeout, const std::string& what) {
   pollfd pfd{channel->fd, POLLIN, 0};
   const int ms = static_cast<int>(absl::ToInt64Milliseconds(timeout));
   int rc;
   do {
     rc = ::poll(&pfd, 1, ms);
   } while (rc < 0 && errno == EINTR);
-  if (rc == 0) return absl::DeadlineExceededError(absl::StrCat(what, ": timed out"));
+  if (rc == 0) {
+    return absl::DeadlineExceededError(
+        absl::StrCat(what, ": timed out waiting for ", rdma_event_str(want)));
+  }
   rdma_cm_event* event = nullptr;
   if (rdma_get_cm_event(channel, &event) != 0) return ErrnoToStatus(errno, what);
   const rdma_cm_event_type got = event->event;
   const int status = event->status;
-  if (private_data != nullptr && event->param.conn.private_data != nullptr) {
-    private_data->assign(static_cast<const char*>(event->param.conn.private_data),
-                         event->param.conn.private_data_len);
-  }
   rdma_ack_cm_event(event);
   if (got == want) return absl::OkStatus();
   if (got == RDMA_CM_EVENT_REJECTED) {
@@ -151,11 +165,60 @@ class VerbsMemoryRegion final : public MemoryRegion {
   ibv_mr* const mr_;
 };
 
+// What the send queue holds: every request posted and not yet retired, in
+// posting order. The device completes an RC send queue in order, so a
+// completion retires its own request and every unsignaled one before it.
+// This is how Post knows the room left without asking the device, and so
+// can refuse a batch whole instead of having the device take part of it.
+class SendQueue {
+ public:
+  explicit SendQueue(uint32_t capacity) : capacity_(capacity) {}
+  uint32_t room() const { return capacity_ - static_cast<uint32_t>(device_held_); }
+
+  void Posted(uint64_t wr_id) {
+    entries_.push_back({wr_id, false});
+    ++device_held_;
+  }
+  // A request the device never took; it completes as flushed in its turn.
+  void Refused(uint64_t wr_id) { entries_.push_back({wr_id, true}); }
+
+  // Retires requests up to the first device-held one named `wr_id`.
+  void Completed(uint64_t wr_id) {
+    while (!entries_.empty() && !entries_.front().refused) {
+      const bool match = entries_.front().wr_id == wr_id;
+      entries_.pop_front();
+      --device_held_;
+      if (match) return;
+    }
+  }
+  // Moves refused requests that have reached the front into `out`.
+  size_t TakeRefused(absl::Span<Completion> out) {
+    size_t n = 0;
+    while (n < out.size() && !entries_.empty() && entries_.front().refused) {
+      out[n++] = {entries_.front().wr_id, Opcode::kRead, CompletionStatus::kFlushed, 0};
+      entries_.pop_front();
+    }
+    return n;
+  }
+
+ private:
+  struct Entry {
+    uint64_t wr_id;
+    bool refused;
+  };
+  const uint32_t capacity_;
+  size_t device_held_ = 0;
+  std::deque<Entry> entries_;
+};
+
 class VerbsQueuePair final : public QueuePair {
  public:
   VerbsQueuePair(std::shared_ptr<VerbsDevice> device, std::unique_ptr<CmConnection> conn,
                  QueuePairLimits limits)
-      : device_(std::move(device)), conn_(std::move(conn)), limits_(limits) {}
+      : device_(std::move(device)),
+        conn_(std::move(conn)),
+        limits_(limits),
+        sq_(limits.max_send_wr) {}
 
   absl::Status Post(absl::Span<const WorkRequest> batch) override {
     if (batch.empty()) return absl::OkStatus();
@@ -164,20 +227,7 @@ class VerbsQueuePair final : public QueuePair {
     uint64_t bytes = 0;
     for (size_t i = 0; i < batch.size(); ++i) {
       const WorkRequest& w = batch[i];
-      const bool atomic = w.opcode == Opcode::kCas64 || w.opcode == Opcode::kFaa64;
-      if (atomic && w.length != 8) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("work request ", w.wr_id, ": atomics move exactly 8 bytes"));
-      }
-      if (w.length > kMaxMessageBytes) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("work request ", w.wr_id, ": length ", w.length, " too large"));
-      }
-      if ((w.flags & kInline) && (w.opcode != Opcode::kWrite || w.length > limits_.max_inline_data)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "work request ", w.wr_id, ": inline needs a WRITE of at most ",
-            limits_.max_inline_data, " bytes"));
-      }
+      RKV_RETURN_IF_ERROR(CheckWorkRequest(w, limits_.max_inline_data));
       sges[i] = {reinterpret_cast<uintptr_t>(w.local), w.length, w.lkey};
       ibv_send_wr& wr = wrs[i];
       wr.wr_id = w.wr_id;
@@ -208,43 +258,100 @@ class VerbsQueuePair final : public QueuePair {
       }
     }
     std::lock_guard<std::mutex> lock(mu_);
-    ibv_send_wr* bad = nullptr;
-    const int rc = ibv_post_send(conn_->id->qp, wrs.data(), &bad);
-    if (rc != 0) {
-      if (rc == ENOMEM) {
-        return absl::ResourceExhaustedError(absl::StrCat(
-            "send queue full (max_send_wr ", limits_.max_send_wr,
-            "); signal a request now and then and poll its completion"));
-      }
-      return ErrnoToStatus(rc, "ibv_post_send");
+    if (batch.size() > sq_.room()) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "send queue full: ", batch.size(), " requests posted with room for ", sq_.room(),
+          " (max_send_wr ", limits_.max_send_wr,
+          "); signal a request now and then and poll its completion"));
     }
     counters_.doorbells++;
     counters_.requests += batch.size();
     counters_.bytes += bytes;
+    if (error_) {
+      // As on hardware, every request posted in the error state is flushed.
+      for (const WorkRequest& w : batch) sq_.Refused(w.wr_id);
+      return absl::OkStatus();
+    }
+    ibv_send_wr* bad = nullptr;
+    const int rc = ibv_post_send(conn_->id->qp, wrs.data(), &bad);
+    for (ibv_send_wr* wr = wrs.data(); wr != bad && wr != nullptr; wr = wr->next) {
+      sq_.Posted(wr->wr_id);
+    }
+    if (rc != 0) {
+      // The device took the requests before `bad` and refused the rest,
+      // though each was checked above. The batch is accepted, as the
+      // contract says, and fails as a whole: the queue pair goes to the
+      // error state, the requests it took flush, and the refused ones
+      // complete flushed after them.
+      RKV_LOG(WARNING) << "verbs queue pair on " << device_->name() << ": ibv_post_send took "
+                       << (bad - wrs.data()) << " of " << batch.size()
+                       << " requests: " << ErrnoText(rc) << "; the queue pair is now in error";
+      for (ibv_send_wr* wr = bad; wr != nullptr; wr = wr->next) sq_.Refused(wr->wr_id);
+      ibv_qp_attr attr{};
+      attr.qp_state = IBV_QPS_ERR;
+      ibv_modify_qp(conn_->id->qp, &attr, IBV_QP_STATE);
+      error_ = true;
+    }
     return absl::OkStatus();
   }
 
   size_t Poll(absl::Span<Completion> out) override {
     if (out.empty()) return 0;
-    std::vector<ibv_wc> wc(out.size());
     std::lock_guard<std::mutex> lock(mu_);
-    const int n = ibv_poll_cq(conn_->cq, static_cast<int>(wc.size()), wc.data());
-    for (int i = 0; i < n; ++i) {
-      out[i] = {wc[i].wr_id, MapOpcode(wc[i].opcode), MapStatus(wc[i].status), wc[i].byte_len};
-      if (wc[i].status != IBV_WC_SUCCESS) {
+    if (poll_buf_.size() < out.size()) poll_buf_.resize(out.size());
+    const int got = ibv_poll_cq(conn_->cq, static_cast<int>(out.size()), poll_buf_.data());
+    size_t n = 0;
+    for (int i = 0; i < got; ++i) {
+      const ibv_wc& wc = poll_buf_[i];
+      CompletionStatus status = MapStatus(wc.status);
+      if (status == CompletionStatus::kFlushed && !error_) {
+        // Flushed with no error before it: the connection was torn down
+        // under the queue pair (the peer disconnected). The contract calls
+        // a lost peer kRetryExceeded.
+        status = CompletionStatus::kRetryExceeded;
+      }
+      out[n++] = {wc.wr_id, MapOpcode(wc.opcode), status, wc.byte_len};
+      sq_.Completed(wc.wr_id);
+      if (status != CompletionStatus::kSuccess) {
         error_ = true;
         counters_.error_completions++;
       }
     }
-    return n > 0 ? static_cast<size_t>(n) : 0;
+    n += sq_.TakeRefused(out.subspan(n));
+    return n;
   }
 
   size_t Wait(absl::Span<Completion> out, absl::Duration timeout) override {
-    // RDMA completions arrive in microseconds: spin, as verbs clients do.
-    const absl::Time deadline = absl::Now() + timeout;
+    // Completions usually arrive in microseconds: spin a little, as verbs
+    // clients do, then sleep on the completion channel.
+    const absl::Time start = absl::Now();
+    const absl::Time deadline = start + timeout;
     for (;;) {
       if (size_t n = Poll(out); n > 0) return n;
-      if (absl::Now() >= deadline) return 0;
+      const absl::Time now = absl::Now();
+      if (now >= deadline) return 0;
+      if (now - start < kSpinBeforeSleep) continue;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!armed_) {
+          ibv_req_notify_cq(conn_->cq, 0);
+          armed_ = true;
+        }
+      }
+      // A completion that arrived before the arming raised no event.
+      if (size_t n = Poll(out); n > 0) return n;
+      pollfd pfd{conn_->comp_channel->fd, POLLIN, 0};
+      const int64_t ms = absl::ToInt64Milliseconds(absl::Ceil(deadline - now, absl::Milliseconds(1)));
+      if (::poll(&pfd, 1, static_cast<int>(std::min<int64_t>(ms, 1000))) > 0) {
+        std::lock_guard<std::mutex> lock(mu_);
+        ibv_cq* cq = nullptr;
+        void* context = nullptr;
+        // Non-blocking: another waiter may have taken the event.
+        if (ibv_get_cq_event(conn_->comp_channel, &cq, &context) == 0) {
+          ibv_ack_cq_events(cq, 1);
+          armed_ = false;
+        }
+      }
     }
   }
 
@@ -263,16 +370,24 @@ class VerbsQueuePair final : public QueuePair {
   const std::unique_ptr<CmConnection> conn_;
   const QueuePairLimits limits_;
   mutable std::mutex mu_;
+  SendQueue sq_ ABSL_GUARDED_BY(mu_);
+  std::vector<ibv_wc> poll_buf_ ABSL_GUARDED_BY(mu_);
+  bool armed_ ABSL_GUARDED_BY(mu_) = false;
   bool error_ ABSL_GUARDED_BY(mu_) = false;
   QueuePairCounters counters_ ABSL_GUARDED_BY(mu_);
 };
 
+// Accepts queue pairs on one cm id. Connection requests are answered on the
+// listener's own thread, one after another; each takes microseconds, so many
+// clients connecting at once queue briefly in rdma_cm's backlog. The target
+// posts nothing, so all accepted queue pairs share one small CQ.
 class VerbsListener final : public Listener {
  public:
   VerbsListener(std::shared_ptr<VerbsDevice> device, std::unique_ptr<CmConnection> listen,
-                std::string address, std::string token)
+                ibv_cq* cq, std::string address, std::string token)
       : device_(std::move(device)),
         listen_(std::move(listen)),
+        cq_(cq),
         address_(std::move(address)),
         token_(std::move(token)) {
     thread_ = std::thread([this] { EventLoop(); });
@@ -281,6 +396,7 @@ class VerbsListener final : public Listener {
     stopping_.store(true);
     thread_.join();
     accepted_.clear();  // Disconnects and destroys each accepted QP.
+    ibv_destroy_cq(cq_);
   }
   Endpoint endpoint() const override { return {address_, token_}; }
 
@@ -295,13 +411,13 @@ class VerbsListener final : public Listener {
         OnConnectRequest(event);  // Acks the event.
         continue;
       }
-      if (event->event == RDMA_CM_EVENT_DISCONNECTED) {
-        rdma_cm_id* id = event->id;
-        rdma_ack_cm_event(event);
-        accepted_.remove_if([id](const auto& c) { return c->id == id; });
-        continue;
-      }
+      rdma_cm_id* id = event->id;
+      const bool gone = event->event == RDMA_CM_EVENT_DISCONNECTED ||
+                        event->event == RDMA_CM_EVENT_REJECTED ||
+                        event->event == RDMA_CM_EVENT_CONNECT_ERROR ||
+                        event->event == RDMA_CM_EVENT_UNREACHABLE;
       rdma_ack_cm_event(event);
+      if (gone) accepted_.remove_if([id](const auto& c) { return c->id == id; });
     }
   }
 
@@ -322,30 +438,31 @@ class VerbsListener final : public Listener {
     rdma_ack_cm_event(event);
     if (!token_ok || id->verbs != device_->ctx()) {
       RKV_LOG(WARNING) << "verbs fabric " << address_ << ": rejected a connection: "
-                       << (token_ok ? "arrived on another device" : "wrong connection token");
+                       << (token_ok ? "arrived on device " + DeviceName(id) + ", not " +
+                                          device_->name()
+                                    : std::string("wrong connection token"));
       rdma_reject(id, nullptr, 0);
       rdma_destroy_id(id);
       return;
     }
     auto conn = std::make_unique<CmConnection>();
     conn->id = id;
-    // The target posts nothing: a tiny CQ and send queue suffice.
-    conn->cq = ibv_create_cq(device_->ctx(), 4, nullptr, nullptr, 0);
     ibv_qp_init_attr attr{};
-    attr.send_cq = attr.recv_cq = conn->cq;
+    attr.send_cq = attr.recv_cq = cq_;
     attr.qp_type = IBV_QPT_RC;
     attr.cap = {1, 1, 1, 1, 0};
-    if (conn->cq == nullptr || rdma_create_qp(id, device_->pd(), &attr) != 0) {
+    if (rdma_create_qp(id, device_->pd(), &attr) != 0) {
       RKV_LOG(WARNING) << "verbs fabric " << address_ << ": cannot create a QP: "
                        << ErrnoText(errno);
       rdma_reject(id, nullptr, 0);
-      return;
+      return;  // conn destroys the id.
     }
     conn->has_qp = true;
     rdma_conn_param param{};
     param.responder_resources =
         static_cast<uint8_t>(std::min<int>(initiator_depth, device_->rd_atomic_responder()));
     param.initiator_depth = 0;
+    param.retry_count = kRetryCount;
     param.rnr_retry_count = 7;
     if (rdma_accept(id, &param) != 0) {
       RKV_LOG(WARNING) << "verbs fabric " << address_ << ": rdma_accept: " << ErrnoText(errno);
@@ -356,6 +473,7 @@ class VerbsListener final : public Listener {
 
   const std::shared_ptr<VerbsDevice> device_;
   const std::unique_ptr<CmConnection> listen_;
+  ibv_cq* const cq_;
   const std::string address_;
   const std::string token_;
   std::atomic<bool> stopping_{false};
@@ -396,7 +514,7 @@ class VerbsFabric final : public Fabric {
       return absl::InvalidArgumentError(
           absl::StrCat("verbs connection tokens are at most ", kMaxVerbsToken, " bytes"));
     }
-    RKV_ASSIGN_OR_RETURN(sockaddr_in sa, ToSockaddr(options.address));
+    RKV_ASSIGN_OR_RETURN(sockaddr_in sa, ParseAddress(options.address));
     auto conn = std::make_unique<CmConnection>();
     const std::string what = absl::StrCat("verbs listen on ", options.address);
     conn->channel = rdma_create_event_channel();
@@ -404,14 +522,28 @@ class VerbsFabric final : public Fabric {
     if (rdma_create_id(conn->channel, &conn->id, nullptr, RDMA_PS_TCP) != 0) {
       return ErrnoToStatus(errno, what);
     }
-    if (rdma_bind_addr(conn->id, reinterpret_cast<sockaddr*>(&sa)) != 0 ||
-        rdma_listen(conn->id, 128) != 0) {
-      return ErrnoToStatus(errno, what);
+    if (rdma_bind_addr(conn->id, reinterpret_cast<sockaddr*>(&sa)) != 0) {
+      const int err = errno;
+      if (err == ENODEV || err == EADDRNOTAVAIL) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            what, ": no RDMA device has this address (`rdma link show` lists the "
+                  "interfaces that have one)"));
+      }
+      return ErrnoToStatus(err, what);
     }
+    // A specific address belongs to one device; a wildcard binds none yet.
+    if (conn->id->verbs != nullptr && conn->id->verbs != device_->ctx()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          what, ": the address is on device ", DeviceName(conn->id), ", not ",
+          device_->name(), "; pass --rdma_device=", DeviceName(conn->id)));
+    }
+    if (rdma_listen(conn->id, 1024) != 0) return ErrnoToStatus(errno, what);
+    ibv_cq* cq = ibv_create_cq(device_->ctx(), 16, nullptr, nullptr, 0);
+    if (cq == nullptr) return ErrnoToStatus(errno, absl::StrCat(what, ": ibv_create_cq"));
     const std::string host = options.address.substr(0, options.address.rfind(':'));
     std::string address = absl::StrCat(host, ":", ntohs(rdma_get_src_port(conn->id)));
     return std::unique_ptr<Listener>(std::make_unique<VerbsListener>(
-        device_, std::move(conn), std::move(address), options.token));
+        device_, std::move(conn), cq, std::move(address), options.token));
   }
 
   absl::StatusOr<std::unique_ptr<QueuePair>> Connect(const Endpoint& endpoint,
@@ -420,13 +552,23 @@ class VerbsFabric final : public Fabric {
       return absl::InvalidArgumentError(
           absl::StrCat("verbs connection tokens are at most ", kMaxVerbsToken, " bytes"));
     }
-    RKV_ASSIGN_OR_RETURN(sockaddr_in sa, ToSockaddr(endpoint.address));
+    RKV_ASSIGN_OR_RETURN(sockaddr_in sa, ParseAddress(endpoint.address));
     const std::string what = absl::StrCat("verbs connect to ", endpoint.address);
+    const uint32_t max_qp_wr = static_cast<uint32_t>(device_->attr().max_qp_wr);
+    if (options.max_send_wr == 0 || options.max_send_wr > max_qp_wr) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          what, ": a queue pair of ", options.max_send_wr, " requests was asked for; device ",
+          device_->name(), " allows 1 to ", max_qp_wr));
+    }
+    if (device_->rd_atomic_initiator() < 1) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          what, ": device ", device_->name(), " allows no outstanding READs or atomics"));
+    }
     const int timeout_ms = static_cast<int>(absl::ToInt64Milliseconds(options.connect_timeout));
     auto conn = std::make_unique<CmConnection>();
     conn->channel = rdma_create_event_channel();
     if (conn->channel == nullptr) return ErrnoToStatus(errno, what);
-    ::fcntl(conn->channel->fd, F_SETFL, ::fcntl(conn->channel->fd, F_GETFL) | O_NONBLOCK);
+    SetNonBlocking(conn->channel->fd);
     if (rdma_create_id(conn->channel, &conn->id, nullptr, RDMA_PS_TCP) != 0) {
       return ErrnoToStatus(errno, what);
     }
@@ -438,29 +580,37 @@ class VerbsFabric final : public Fabric {
                                     options.connect_timeout, what));
     if (conn->id->verbs != device_->ctx()) {
       return absl::FailedPreconditionError(absl::StrCat(
-          what, ": the route leaves through device ",
-          ibv_get_device_name(conn->id->verbs->device), ", not ", device_->name(),
-          "; pass --rdma_device=", ibv_get_device_name(conn->id->verbs->device)));
+          what, ": the route leaves through device ", DeviceName(conn->id), ", not ",
+          device_->name(), "; pass --rdma_device=", DeviceName(conn->id)));
     }
+    uint8_t ack_timeout = kAckTimeout;
+    rdma_set_option(conn->id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &ack_timeout,
+                    sizeof(ack_timeout));
     if (rdma_resolve_route(conn->id, timeout_ms) != 0) return ErrnoToStatus(errno, what);
     RKV_RETURN_IF_ERROR(ExpectEvent(conn->channel, RDMA_CM_EVENT_ROUTE_RESOLVED,
                                     options.connect_timeout, what));
 
-    const int max_wr = std::min<int>(static_cast<int>(options.max_send_wr),
-                                     device_->attr().max_qp_wr);
-    conn->cq = ibv_create_cq(device_->ctx(), max_wr, nullptr, nullptr, 0);
+    conn->comp_channel = ibv_create_comp_channel(device_->ctx());
+    if (conn->comp_channel == nullptr) {
+      return ErrnoToStatus(errno, absl::StrCat(what, ": ibv_create_comp_channel"));
+    }
+    SetNonBlocking(conn->comp_channel->fd);
+    conn->cq = ibv_create_cq(device_->ctx(), static_cast<int>(options.max_send_wr), nullptr,
+                             conn->comp_channel, 0);
     if (conn->cq == nullptr) return ErrnoToStatus(errno, absl::StrCat(what, ": ibv_create_cq"));
     ibv_qp_init_attr attr{};
     attr.send_cq = attr.recv_cq = conn->cq;
     attr.qp_type = IBV_QPT_RC;
     attr.sq_sig_all = 0;  // Selective signaling: only kSignaled requests complete.
-    attr.cap.max_send_wr = static_cast<uint32_t>(max_wr);
+    attr.cap.max_send_wr = options.max_send_wr;
     attr.cap.max_recv_wr = 1;
     attr.cap.max_send_sge = 1;
     attr.cap.max_recv_sge = 1;
     attr.cap.max_inline_data = options.max_inline_data;
     if (rdma_create_qp(conn->id, device_->pd(), &attr) != 0) {
-      return ErrnoToStatus(errno, absl::StrCat(what, ": rdma_create_qp"));
+      return ErrnoToStatus(errno, absl::StrCat(what, ": rdma_create_qp with ",
+                                               options.max_send_wr, " requests and ",
+                                               options.max_inline_data, " bytes inline"));
     }
     conn->has_qp = true;
 
@@ -469,12 +619,15 @@ class VerbsFabric final : public Fabric {
     param.private_data_len = static_cast<uint8_t>(endpoint.token.size());
     param.initiator_depth = static_cast<uint8_t>(device_->rd_atomic_initiator());
     param.responder_resources = static_cast<uint8_t>(device_->rd_atomic_responder());
-    param.retry_count = 7;
+    param.retry_count = kRetryCount;
     param.rnr_retry_count = 7;
     if (rdma_connect(conn->id, &param) != 0) return ErrnoToStatus(errno, what);
     RKV_RETURN_IF_ERROR(ExpectEvent(conn->channel, RDMA_CM_EVENT_ESTABLISHED,
                                     options.connect_timeout, what));
-    QueuePairLimits limits{attr.cap.max_send_wr, attr.cap.max_inline_data,
+    // What the device granted (rdma_create_qp wrote it back), which may be
+    // more than was asked. The CQ holds max_send_wr completions, so the send
+    // queue is limited to what was asked for: the CQ can never overrun.
+    QueuePairLimits limits{options.max_send_wr, attr.cap.max_inline_data,
                            static_cast<uint32_t>(device_->rd_atomic_initiator())};
     return std::unique_ptr<QueuePair>(
         std::make_unique<VerbsQueuePair>(device_, std::move(conn), limits));
@@ -499,37 +652,40 @@ absl::StatusOr<std::unique_ptr<Fabric>> OpenVerbsFabric(const FabricOptions& opt
         "). The verbs fabric needs RDMA hardware or a kernel with RDMA support; run with "
         "--fabric=soft to use the software fabric over TCP instead"));
   }
-  ibv_device* chosen = nullptr;
+  ibv_free_device_list(list);
+  // The contexts rdma_cm's ids will carry (see VerbsDevice).
+  ibv_context** contexts = rdma_get_devices(&num);
+  if (contexts == nullptr || num == 0) {
+    const int err = errno;
+    if (contexts != nullptr) rdma_free_devices(contexts);
+    return absl::FailedPreconditionError(absl::StrCat(
+        "RDMA devices exist but rdma_cm cannot open them (", ErrnoText(err),
+        "): is the rdma_ucm kernel module loaded (/dev/infiniband/rdma_cm)?"));
+  }
+  ibv_context* ctx = nullptr;
   std::string names;
   for (int i = 0; i < num; ++i) {
-    const char* name = ibv_get_device_name(list[i]);
+    const char* name = ibv_get_device_name(contexts[i]->device);
     absl::StrAppend(&names, i ? ", " : "", name);
-    if (chosen == nullptr && (options.rdma_device.empty() || options.rdma_device == name)) {
-      chosen = list[i];
+    if (ctx == nullptr && (options.rdma_device.empty() || options.rdma_device == name)) {
+      ctx = contexts[i];
     }
   }
-  if (chosen == nullptr) {
-    ibv_free_device_list(list);
+  rdma_free_devices(contexts);
+  if (ctx == nullptr) {
     return absl::NotFoundError(absl::StrCat("RDMA device '", options.rdma_device,
                                             "' not found; this host has: ", names));
   }
-  const std::string name = ibv_get_device_name(chosen);
-  ibv_context* ctx = ibv_open_device(chosen);
-  ibv_free_device_list(list);
-  if (ctx == nullptr) return ErrnoToStatus(errno, absl::StrCat("ibv_open_device ", name));
+  const std::string name = ibv_get_device_name(ctx->device);
   ibv_device_attr attr{};
   if (int rc = ibv_query_device(ctx, &attr); rc != 0) {
-    ibv_close_device(ctx);
     return ErrnoToStatus(rc, absl::StrCat("ibv_query_device ", name));
   }
   ibv_pd* pd = ibv_alloc_pd(ctx);
-  if (pd == nullptr) {
-    const int err = errno;
-    ibv_close_device(ctx);
-    return ErrnoToStatus(err, absl::StrCat("ibv_alloc_pd ", name));
-  }
-  RKV_LOG(INFO) << "verbs fabric on " << name << " (max_qp_rd_atom " << attr.max_qp_rd_atom
-                << ", max_qp_init_rd_atom " << attr.max_qp_init_rd_atom << ")";
+  if (pd == nullptr) return ErrnoToStatus(errno, absl::StrCat("ibv_alloc_pd ", name));
+  RKV_LOG(INFO) << "verbs fabric on " << name << " (max_qp_wr " << attr.max_qp_wr
+                << ", max_qp_rd_atom " << attr.max_qp_rd_atom << ", max_qp_init_rd_atom "
+                << attr.max_qp_init_rd_atom << ")";
   return std::unique_ptr<Fabric>(
       std::make_unique<VerbsFabric>(std::make_shared<VerbsDevice>(ctx, pd, attr, name)));
 }

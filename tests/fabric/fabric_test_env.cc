@@ -13,6 +13,15 @@ AlignedBuffer::AlignedBuffer(size_t size) : size_(size) {
   std::memset(data_, 0, rounded);
 }
 
+namespace {
+
+std::string EnvOr(const char* name, const std::string& fallback) {
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != '\0' ? value : fallback;
+}
+
+}  // namespace
+
 std::string BackendName(Backend b) {
   switch (b) {
     case Backend::kSoftTcp: return "soft_tcp";
@@ -40,15 +49,25 @@ absl::StatusOr<std::unique_ptr<FabricTestEnv>> FabricTestEnv::Create(Backend bac
       break;
     case Backend::kVerbs: {
       fo.kind = FabricKind::kVerbs;
-      const char* addr = std::getenv("RKV_VERBS_TEST_ADDRESS");
+      fo.rdma_device = EnvOr("RKV_VERBS_TEST_DEVICE", "");
       absl::StatusOr<std::unique_ptr<Fabric>> probe = OpenFabric(fo);
+      const char* addr = std::getenv("RKV_VERBS_TEST_ADDRESS");
+      absl::Status unavailable;
       if (!probe.ok()) {
-        return absl::UnavailableError(absl::StrCat("verbs backend: ", probe.status().message()));
-      }
-      if (addr == nullptr) {
-        return absl::UnavailableError(
+        unavailable = absl::UnavailableError(
+            absl::StrCat("verbs backend: ", probe.status().message()));
+      } else if (addr == nullptr) {
+        unavailable = absl::UnavailableError(
             "verbs backend: an RDMA device exists; set RKV_VERBS_TEST_ADDRESS to an IPv4 "
             "address of an RDMA interface (host:0) to run the conformance suite on it");
+      }
+      if (!unavailable.ok()) {
+        // Where verbs must run (the rxe guest), not running is a failure.
+        if (std::getenv("RKV_REQUIRE_VERBS") != nullptr) {
+          return absl::FailedPreconditionError(
+              absl::StrCat("RKV_REQUIRE_VERBS is set, but ", unavailable.message()));
+        }
+        return unavailable;
       }
       address = addr;
       break;
@@ -56,6 +75,9 @@ absl::StatusOr<std::unique_ptr<FabricTestEnv>> FabricTestEnv::Create(Backend bac
   }
   RKV_ASSIGN_OR_RETURN(env->target, OpenFabric(fo));
   FabricOptions init = fo;
+  if (backend == Backend::kVerbs) {
+    init.rdma_device = EnvOr("RKV_VERBS_TEST_INITIATOR_DEVICE", fo.rdma_device);
+  }
   init.faults = options.initiator_faults;
   RKV_ASSIGN_OR_RETURN(env->initiator, OpenFabric(init));
   env->remote_mem = std::make_unique<AlignedBuffer>(options.remote_bytes);

@@ -93,6 +93,26 @@ TEST_F(SoftTargetRobustnessTest, WrongTokenIsAnsweredAndClosed) {
   ExpectGoodPeerServed();
 }
 
+// Initiators refuse misaligned atomics at Post; a peer that sends one anyway
+// gets what a NIC answers, an invalid-request error, and the word is untouched.
+TEST_F(SoftTargetRobustnessTest, MisalignedAtomicFromAPeerIsRemoteInvalidRequest) {
+  Fd fd = HandshakenConnect();
+  wire::RequestHeader h;
+  h.request = {Opcode::kCas64, 8, env_->remote->remote_base() + 1028, env_->remote->rkey(), 0,
+               ~uint64_t{0}};
+  uint8_t raw[wire::kRequestHeaderBytes];
+  wire::EncodeRequestHeader(h, raw);
+  ASSERT_TRUE(WriteFull(fd.get(), raw, sizeof(raw)).ok());
+  std::string reply(wire::kResponseHeaderBytes, '\0');
+  ASSERT_TRUE(ReadFull(fd.get(), reply.data(), reply.size()).ok());
+  auto response = wire::DecodeResponseHeader(reply);
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(response->status, CompletionStatus::kRemoteInvalidRequest);
+  EXPECT_EQ(*env_->ReadWord(1024), 0u);
+  EXPECT_EQ(*env_->ReadWord(1032), 0u);
+  ExpectGoodPeerServed();
+}
+
 TEST_F(SoftTargetRobustnessTest, MalformedRequestsCloseTheConnection) {
   const auto valid = [&] {
     wire::RequestHeader h;
