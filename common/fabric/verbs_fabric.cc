@@ -143,15 +143,6 @@ CompletionStatus MapStatus(ibv_wc_status s) {
   }
 }
 
-Opcode MapOpcode(ibv_wc_opcode op) {
-  switch (op) {
-    case IBV_WC_RDMA_WRITE: return Opcode::kWrite;
-    case IBV_WC_COMP_SWAP: return Opcode::kCas64;
-    case IBV_WC_FETCH_ADD: return Opcode::kFaa64;
-    default: return Opcode::kRead;
-  }
-}
-
 class VerbsMemoryRegion final : public MemoryRegion {
  public:
   VerbsMemoryRegion(std::shared_ptr<VerbsDevice> device, ibv_mr* mr, uint32_t access)
@@ -170,32 +161,51 @@ class VerbsMemoryRegion final : public MemoryRegion {
 // completion retires its own request and every unsignaled one before it.
 // This is how Post knows the room left without asking the device, and so
 // can refuse a batch whole instead of having the device take part of it.
+// The device sees a sequence number as each request's wr_id, not the
+// caller's, which need not be unique (many requests may carry 0).
 class SendQueue {
  public:
   explicit SendQueue(uint32_t capacity) : capacity_(capacity) {}
   uint32_t room() const { return capacity_ - static_cast<uint32_t>(device_held_); }
 
-  void Posted(uint64_t wr_id) {
-    entries_.push_back({wr_id, false});
+  // Returns the wr_id to give the device.
+  uint64_t Posted(uint64_t wr_id, Opcode opcode) {
+    entries_.push_back({next_seq_, wr_id, opcode, false});
     ++device_held_;
+    return next_seq_++;
   }
   // A request the device never took; it completes as flushed in its turn.
-  void Refused(uint64_t wr_id) { entries_.push_back({wr_id, true}); }
+  void Refused(uint64_t wr_id, Opcode opcode) { entries_.push_back({0, wr_id, opcode, true}); }
+  // The device took only the requests before the one numbered `seq`.
+  void Unposted(uint64_t seq) {
+    for (Entry& e : entries_) {
+      if (!e.refused && e.seq >= seq) {
+        e.refused = true;
+        --device_held_;
+      }
+    }
+  }
 
-  // Retires requests up to the first device-held one named `wr_id`.
-  void Completed(uint64_t wr_id) {
+  // Retires requests through the device-held one numbered `seq` and fills
+  // in the caller's wr_id and opcode for it (a device reports no opcode
+  // with an error).
+  void Completed(uint64_t seq, Completion* c) {
     while (!entries_.empty() && !entries_.front().refused) {
-      const bool match = entries_.front().wr_id == wr_id;
+      const Entry e = entries_.front();
       entries_.pop_front();
       --device_held_;
-      if (match) return;
+      if (e.seq == seq) {
+        c->wr_id = e.wr_id;
+        c->opcode = e.opcode;
+        return;
+      }
     }
   }
   // Moves refused requests that have reached the front into `out`.
   size_t TakeRefused(absl::Span<Completion> out) {
     size_t n = 0;
     while (n < out.size() && !entries_.empty() && entries_.front().refused) {
-      out[n++] = {entries_.front().wr_id, Opcode::kRead, CompletionStatus::kFlushed, 0};
+      out[n++] = {entries_.front().wr_id, entries_.front().opcode, CompletionStatus::kFlushed, 0};
       entries_.pop_front();
     }
     return n;
@@ -203,11 +213,14 @@ class SendQueue {
 
  private:
   struct Entry {
+    uint64_t seq;
     uint64_t wr_id;
+    Opcode opcode;
     bool refused;
   };
   const uint32_t capacity_;
   size_t device_held_ = 0;
+  uint64_t next_seq_ = 1;
   std::deque<Entry> entries_;
 };
 
@@ -269,15 +282,12 @@ class VerbsQueuePair final : public QueuePair {
     counters_.bytes += bytes;
     if (error_) {
       // As on hardware, every request posted in the error state is flushed.
-      for (const WorkRequest& w : batch) sq_.Refused(w.wr_id);
+      for (const WorkRequest& w : batch) sq_.Refused(w.wr_id, w.opcode);
       return absl::OkStatus();
     }
+    for (size_t i = 0; i < wrs.size(); ++i) wrs[i].wr_id = sq_.Posted(batch[i].wr_id, batch[i].opcode);
     ibv_send_wr* bad = nullptr;
-    const int rc = ibv_post_send(conn_->id->qp, wrs.data(), &bad);
-    for (ibv_send_wr* wr = wrs.data(); wr != bad && wr != nullptr; wr = wr->next) {
-      sq_.Posted(wr->wr_id);
-    }
-    if (rc != 0) {
+    if (const int rc = ibv_post_send(conn_->id->qp, wrs.data(), &bad); rc != 0) {
       // The device took the requests before `bad` and refused the rest,
       // though each was checked above. The batch is accepted, as the
       // contract says, and fails as a whole: the queue pair goes to the
@@ -286,7 +296,7 @@ class VerbsQueuePair final : public QueuePair {
       RKV_LOG(WARNING) << "verbs queue pair on " << device_->name() << ": ibv_post_send took "
                        << (bad - wrs.data()) << " of " << batch.size()
                        << " requests: " << ErrnoText(rc) << "; the queue pair is now in error";
-      for (ibv_send_wr* wr = bad; wr != nullptr; wr = wr->next) sq_.Refused(wr->wr_id);
+      sq_.Unposted(bad->wr_id);
       ibv_qp_attr attr{};
       attr.qp_state = IBV_QPS_ERR;
       ibv_modify_qp(conn_->id->qp, &attr, IBV_QP_STATE);
@@ -310,8 +320,9 @@ class VerbsQueuePair final : public QueuePair {
         // a lost peer kRetryExceeded.
         status = CompletionStatus::kRetryExceeded;
       }
-      out[n++] = {wc.wr_id, MapOpcode(wc.opcode), status, wc.byte_len};
-      sq_.Completed(wc.wr_id);
+      Completion& c = out[n++];
+      c = {0, Opcode::kRead, status, wc.byte_len};
+      sq_.Completed(wc.wr_id, &c);
       if (status != CompletionStatus::kSuccess) {
         error_ = true;
         counters_.error_completions++;

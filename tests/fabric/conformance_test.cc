@@ -8,6 +8,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/fabric/fabric_test_env.h"
+#include "tests/fabric/verbs_test_setup.h"
 
 namespace rkv::fabric::testing {
 namespace {
@@ -29,12 +30,7 @@ class ConformanceTest : public ::testing::TestWithParam<Backend> {
  protected:
   void SetUp() override {
     auto env = FabricTestEnv::Create(GetParam());
-    if (!env.ok()) {
-      if (GetParam() == Backend::kVerbs && absl::IsUnavailable(env.status())) {
-        GTEST_SKIP() << env.status().message();
-      }
-      FAIL() << env.status();
-    }
+    if (!env.ok()) RKV_SKIP_OR_FAIL(env.status());
     env_ = std::move(env).value();
   }
 

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
+#include "tests/fabric/verbs_test_setup.h"
 
 namespace rkv::fabric::testing {
 
@@ -12,15 +13,6 @@ AlignedBuffer::AlignedBuffer(size_t size) : size_(size) {
   data_ = static_cast<uint8_t*>(std::aligned_alloc(4096, rounded));
   std::memset(data_, 0, rounded);
 }
-
-namespace {
-
-std::string EnvOr(const char* name, const std::string& fallback) {
-  const char* value = std::getenv(name);
-  return value != nullptr && *value != '\0' ? value : fallback;
-}
-
-}  // namespace
 
 std::string BackendName(Backend b) {
   switch (b) {
@@ -37,6 +29,7 @@ absl::StatusOr<std::unique_ptr<FabricTestEnv>> FabricTestEnv::Create(Backend bac
   env->backend = backend;
   FabricOptions fo;
   std::string address = "127.0.0.1:0";
+  std::string initiator_device;
   switch (backend) {
     case Backend::kSoftTcp:
       fo.kind = FabricKind::kSoft;
@@ -48,36 +41,17 @@ absl::StatusOr<std::unique_ptr<FabricTestEnv>> FabricTestEnv::Create(Backend bac
       address = "target";
       break;
     case Backend::kVerbs: {
+      RKV_ASSIGN_OR_RETURN(VerbsTestSetup setup, VerbsTestSetupFromEnv());
       fo.kind = FabricKind::kVerbs;
-      fo.rdma_device = EnvOr("RKV_VERBS_TEST_DEVICE", "");
-      absl::StatusOr<std::unique_ptr<Fabric>> probe = OpenFabric(fo);
-      const char* addr = std::getenv("RKV_VERBS_TEST_ADDRESS");
-      absl::Status unavailable;
-      if (!probe.ok()) {
-        unavailable = absl::UnavailableError(
-            absl::StrCat("verbs backend: ", probe.status().message()));
-      } else if (addr == nullptr) {
-        unavailable = absl::UnavailableError(
-            "verbs backend: an RDMA device exists; set RKV_VERBS_TEST_ADDRESS to an IPv4 "
-            "address of an RDMA interface (host:0) to run the conformance suite on it");
-      }
-      if (!unavailable.ok()) {
-        // Where verbs must run (the rxe guest), not running is a failure.
-        if (std::getenv("RKV_REQUIRE_VERBS") != nullptr) {
-          return absl::FailedPreconditionError(
-              absl::StrCat("RKV_REQUIRE_VERBS is set, but ", unavailable.message()));
-        }
-        return unavailable;
-      }
-      address = addr;
+      fo.rdma_device = setup.target_device;
+      initiator_device = setup.initiator_device;
+      address = setup.address;
       break;
     }
   }
   RKV_ASSIGN_OR_RETURN(env->target, OpenFabric(fo));
   FabricOptions init = fo;
-  if (backend == Backend::kVerbs) {
-    init.rdma_device = EnvOr("RKV_VERBS_TEST_INITIATOR_DEVICE", fo.rdma_device);
-  }
+  init.rdma_device = initiator_device;
   init.faults = options.initiator_faults;
   RKV_ASSIGN_OR_RETURN(env->initiator, OpenFabric(init));
   env->remote_mem = std::make_unique<AlignedBuffer>(options.remote_bytes);

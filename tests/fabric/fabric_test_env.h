@@ -49,13 +49,7 @@ struct EnvOptions {
 // node whose `local` region is registered for local writes.
 class FabricTestEnv {
  public:
-  // Unavailable when the backend cannot run here (verbs without a device or
-  // without RKV_VERBS_TEST_ADDRESS); the message says why. Where
-  // RKV_REQUIRE_VERBS is set, that is FailedPrecondition instead.
-  //
-  // verbs: the target listens on RKV_VERBS_TEST_ADDRESS with device
-  // RKV_VERBS_TEST_DEVICE (default: the first); the initiator uses
-  // RKV_VERBS_TEST_INITIATOR_DEVICE (default: the target's).
+  // verbs: as VerbsTestSetupFromEnv says (Unavailable where it cannot run).
   static absl::StatusOr<std::unique_ptr<FabricTestEnv>> Create(Backend backend,
                                                                const EnvOptions& options = {});
 

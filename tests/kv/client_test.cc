@@ -1,11 +1,12 @@
-// Functional tests of the client's operations, on the soft fabric over TCP
-// and in the deterministic simulation.
+// Functional tests of the client's operations, on the soft fabric over TCP,
+// in the deterministic simulation, and over verbs where it can run.
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/fabric/verbs_test_setup.h"
 #include "tests/kv/kv_test_env.h"
 
 namespace rkv::testing {
@@ -19,7 +20,7 @@ class ClientTest : public ::testing::TestWithParam<KvBackend> {
     client_.reset();
     env_.reset();
     auto env = KvTestEnv::Create(GetParam(), so);
-    ASSERT_TRUE(env.ok()) << env.status();
+    if (!env.ok()) RKV_SKIP_OR_FAIL(env.status());
     env_ = std::move(env).value();
     auto c = env_->NewClient();
     ASSERT_TRUE(c.ok()) << c.status();
@@ -180,10 +181,9 @@ TEST_P(ClientTest, WritesInFlightTogetherUseTheWholeHeap) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, ClientTest,
-                         ::testing::Values(KvBackend::kSoftTcp, KvBackend::kSoftSim),
-                         [](const auto& info) {
-                           return info.param == KvBackend::kSoftTcp ? "soft_tcp" : "soft_sim";
-                         });
+                         ::testing::Values(KvBackend::kSoftTcp, KvBackend::kSoftSim,
+                                           KvBackend::kVerbs),
+                         [](const auto& info) { return KvBackendName(info.param); });
 
 }  // namespace
 }  // namespace rkv::testing

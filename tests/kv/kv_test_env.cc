@@ -1,8 +1,18 @@
 #include "tests/kv/kv_test_env.h"
 
 #include "common/status.h"
+#include "tests/fabric/verbs_test_setup.h"
 
 namespace rkv::testing {
+
+std::string KvBackendName(KvBackend b) {
+  switch (b) {
+    case KvBackend::kSoftTcp: return "soft_tcp";
+    case KvBackend::kSoftSim: return "soft_sim";
+    case KvBackend::kVerbs: return "verbs";
+  }
+  return "unknown";
+}
 
 absl::StatusOr<std::unique_ptr<KvTestEnv>> KvTestEnv::Create(
     KvBackend backend, const server::RegionServerOptions& server_options, uint64_t sim_seed) {
@@ -15,6 +25,13 @@ absl::StatusOr<std::unique_ptr<KvTestEnv>> KvTestEnv::Create(
     env->sim = std::make_shared<fabric::SimNetwork>(sim_seed);
     fo.sim = env->sim;
     so.listen_address = "server";
+  } else if (backend == KvBackend::kVerbs) {
+    RKV_ASSIGN_OR_RETURN(fabric::testing::VerbsTestSetup setup,
+                         fabric::testing::VerbsTestSetupFromEnv());
+    fo.kind = fabric::FabricKind::kVerbs;
+    fo.rdma_device = setup.target_device;
+    so.listen_address = setup.address;
+    env->client_rdma_device = setup.initiator_device;
   }
   RKV_ASSIGN_OR_RETURN(env->server_fabric, fabric::OpenFabric(fo));
   RKV_ASSIGN_OR_RETURN(env->server, server::RegionServer::Create(*env->server_fabric, so));
@@ -23,7 +40,14 @@ absl::StatusOr<std::unique_ptr<KvTestEnv>> KvTestEnv::Create(
 
 ClientOptions KvTestEnv::client_options() const {
   ClientOptions o;
-  o.fabric.kind = fabric::FabricKind::kSoft;
+  o.fabric.kind = backend == KvBackend::kVerbs ? fabric::FabricKind::kVerbs
+                                               : fabric::FabricKind::kSoft;
+  o.fabric.rdma_device = client_rdma_device;
+  if (backend == KvBackend::kVerbs) {
+    // rxe in an emulated guest moves a MiB in hundreds of milliseconds, and
+    // a reader whose block read outlasts the grace period starts over.
+    o.grace_period = absl::Seconds(3);
+  }
   o.scratch_bytes = 4 << 20;
   if (sim != nullptr) {
     o.fabric.sim = sim;

@@ -13,13 +13,14 @@
 
 namespace rkv::testing {
 
-enum class KvBackend { kSoftTcp, kSoftSim };
-inline void PrintTo(KvBackend b, std::ostream* os) {
-  *os << (b == KvBackend::kSoftTcp ? "soft_tcp" : "soft_sim");
-}
+// kVerbs runs where the verbs tests can (tests/fabric/verbs_test_setup.h).
+enum class KvBackend { kSoftTcp, kSoftSim, kVerbs };
+std::string KvBackendName(KvBackend b);
+inline void PrintTo(KvBackend b, std::ostream* os) { *os << KvBackendName(b); }
 
 class KvTestEnv {
  public:
+  // verbs: Unavailable where it cannot run here (the message says why).
   static absl::StatusOr<std::unique_ptr<KvTestEnv>> Create(
       KvBackend backend, const server::RegionServerOptions& server_options = {},
       uint64_t sim_seed = 1);
@@ -34,6 +35,7 @@ class KvTestEnv {
   std::shared_ptr<fabric::SimNetwork> sim;
   std::unique_ptr<fabric::Fabric> server_fabric;
   std::unique_ptr<server::RegionServer> server;
+  std::string client_rdma_device;  // kVerbs only.
 };
 
 }  // namespace rkv::testing

@@ -10,6 +10,7 @@
 #include "common/layout/region_format.h"
 #include "common/random.h"
 #include "gtest/gtest.h"
+#include "tests/fabric/verbs_test_setup.h"
 #include "tests/kv/kv_test_env.h"
 #include "tests/linearizability/checker.h"
 
@@ -372,9 +373,12 @@ TEST(LinearizabilityTest, TornBlocksAreNeverReturned) {
   EXPECT_GT(caught, 0) << "no seed tore a block: the race is not exercised";
 }
 
-TEST(LinearizabilityTest, ConcurrentClientsOverTcpWithThreads) {
-  auto env = KvTestEnv::Create(KvBackend::kSoftTcp, {.region_bytes = 8 << 20});
-  ASSERT_TRUE(env.ok()) << env.status();
+// Real threads on a real transport: the soft fabric over TCP, and verbs.
+class ThreadedLinearizabilityTest : public ::testing::TestWithParam<KvBackend> {};
+
+TEST_P(ThreadedLinearizabilityTest, ConcurrentClientsWithThreads) {
+  auto env = KvTestEnv::Create(GetParam(), {.region_bytes = 8 << 20});
+  if (!env.ok()) RKV_SKIP_OR_FAIL(env.status());
   constexpr int kThreads = 4;
   Workload w;
   w.keys = 6;
@@ -404,6 +408,10 @@ TEST(LinearizabilityTest, ConcurrentClientsOverTcpWithThreads) {
   lin::CheckResult r = lin::Check(history);
   EXPECT_TRUE(r.linearizable) << r.explanation;
 }
+
+INSTANTIATE_TEST_SUITE_P(Transports, ThreadedLinearizabilityTest,
+                         ::testing::Values(KvBackend::kSoftTcp, KvBackend::kVerbs),
+                         [](const auto& info) { return KvBackendName(info.param); });
 
 }  // namespace
 }  // namespace rkv::testing
