@@ -1,9 +1,11 @@
 // op_costs: what each rkv operation costs on the wire — round trips,
-// requests and bytes — measured against an in-process server on the soft
-// fabric. These are the hardware-independent figures to compare with RACE
-// (GET 2, INSERT 3) and FUSEE.
+// requests and bytes — measured against an in-process server. These are the
+// hardware-independent figures to compare with RACE (GET 2, INSERT 3) and
+// FUSEE, and they must be the same on every fabric.
 //
 //   build/bin/op_costs [--keys=N] [--value_size=B] [--json]
+//   build/bin/op_costs --fabric=verbs --listen=IP:0 [--rdma_device=D]
+//                      [--client_rdma_device=D]
 #include <algorithm>
 #include <functional>
 #include <iostream>
@@ -15,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/fabric/fabric.h"
+#include "common/fabric/fabric_flags.h"
 #include "common/flags.h"
 #include "common/logging.h"
 #include "common/status.h"
@@ -24,6 +27,10 @@
 ABSL_FLAG(int, keys, 5000, "Keys loaded, and operations measured per type.");
 ABSL_FLAG(int, value_size, 100, "Value size in bytes.");
 ABSL_FLAG(bool, json, false, "Print one JSON object instead of a table.");
+ABSL_FLAG(std::string, listen, "127.0.0.1:0",
+          "The in-process server's address (verbs: an address of an RDMA interface).");
+ABSL_FLAG(std::string, client_rdma_device, "",
+          "verbs: the clients' RDMA device (default: --rdma_device).");
 ABSL_FLAG(bool, check_budgets, false,
           "Exit 1 unless the round-trip budgets hold at p50: GET cold <= 2, GET cached 1, "
           "INSERT <= 3, UPDATE and DELETE <= 3; and the load factor at full >= 0.85.");
@@ -46,9 +53,18 @@ absl::Status Measure(Client& c, OpType type, Samples& out, const std::function<a
   return s;
 }
 
+// The clients' fabric: the server's, but for the device.
+fabric::FabricOptions ClientFabric(fabric::FabricOptions server) {
+  if (const std::string d = absl::GetFlag(FLAGS_client_rdma_device); !d.empty()) {
+    server.rdma_device = d;
+  }
+  return server;
+}
+
 absl::StatusOr<std::unique_ptr<Client>> NewClient(const server::RegionServer& server, bool cache) {
   ClientOptions o;
-  o.fabric.kind = fabric::FabricKind::kSoft;
+  RKV_ASSIGN_OR_RETURN(o.fabric, fabric::FabricOptionsFromFlags());
+  o.fabric = ClientFabric(o.fabric);
   o.cache_entries = cache ? 1 << 20 : 0;
   return Client::Open(server.address(), o);
 }
@@ -57,7 +73,9 @@ absl::StatusOr<std::unique_ptr<Client>> NewClient(const server::RegionServer& se
 // region fails for want of a slot.
 absl::StatusOr<double> LoadFactorAtFull(fabric::Fabric& f) {
   RKV_ASSIGN_OR_RETURN(auto server,
-                       server::RegionServer::Create(f, {.region_bytes = 8 << 20, .index_share = 0.03}));
+                       server::RegionServer::Create(f, {.region_bytes = 8 << 20,
+                                                        .index_share = 0.03,
+                                                        .listen_address = absl::GetFlag(FLAGS_listen)}));
   RKV_ASSIGN_OR_RETURN(auto client, NewClient(*server, false));
   for (uint64_t i = 0;; ++i) {
     absl::Status s = client->Insert(absl::StrCat("fill", i), "v");
@@ -69,9 +87,12 @@ absl::StatusOr<double> LoadFactorAtFull(fabric::Fabric& f) {
 int Run() {
   const int n = absl::GetFlag(FLAGS_keys);
   const std::string value(absl::GetFlag(FLAGS_value_size), 'v');
-  auto f = fabric::OpenFabric({.kind = fabric::FabricKind::kSoft});
+  auto options = fabric::FabricOptionsFromFlags();
+  RKV_CHECK(options.ok()) << options.status();
+  auto f = fabric::OpenFabric(*options);
   RKV_CHECK(f.ok()) << f.status();
-  auto server = server::RegionServer::Create(**f, {.region_bytes = 256 << 20});
+  auto server = server::RegionServer::Create(
+      **f, {.region_bytes = 256 << 20, .listen_address = absl::GetFlag(FLAGS_listen)});
   RKV_CHECK(server.ok()) << server.status();
   auto loader = NewClient(**server, true);
   RKV_CHECK(loader.ok()) << loader.status();
@@ -150,12 +171,14 @@ int Run() {
           "\"bytes_mean\": %.1f}, ",
           name, p50(s.round_trips), max(s.round_trips), mean(s.requests), mean(s.bytes));
     }
-    std::cout << absl::StrFormat("\"load_factor_at_full\": %.3f, \"keys\": %d, \"value_size\": %d}\n",
-                                 *load, n, static_cast<int>(value.size()));
+    std::cout << absl::StrFormat(
+        "\"load_factor_at_full\": %.3f, \"keys\": %d, \"value_size\": %d, \"fabric\": \"%s\"}\n",
+        *load, n, static_cast<int>(value.size()), fabric::FabricKindName((*f)->kind()));
     return exit_code;
   }
-  std::cout << absl::StrFormat("%d keys of %d-byte values, soft fabric\n\n", n,
-                               static_cast<int>(value.size()));
+  std::cout << absl::StrFormat("%d keys of %d-byte values, %s fabric\n\n", n,
+                               static_cast<int>(value.size()),
+                               fabric::FabricKindName((*f)->kind()));
   std::cout << absl::StrFormat("%-14s %8s %8s %14s %11s\n", "operation", "RTT p50", "RTT max",
                                "requests mean", "bytes mean");
   for (const char* name : order) {
@@ -173,6 +196,8 @@ int Run() {
 int main(int argc, char** argv) {
   rkv::ParseFlags(argc, argv,
                   "op_costs: round trips, requests and bytes of each rkv operation.\n"
-                  "Usage: op_costs [--keys=N] [--value_size=B] [--json]");
+                  "Usage: op_costs [--keys=N] [--value_size=B] [--json] [--check_budgets]\n"
+                  "       [--fabric=soft|verbs] [--listen=IP:0] [--rdma_device=D]\n"
+                  "       [--client_rdma_device=D]");
   return rkv::Run();
 }

@@ -27,6 +27,8 @@ else
     libmemcached-dev libhiredis-dev memcached redis-server
     # The deployment files' checks (tests/deploy/check.sh).
     python3-yaml
+    # ss, with which the scripts wait for a process's port.
+    iproute2
     "$@"
   )
 fi

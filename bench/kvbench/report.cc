@@ -31,7 +31,8 @@ std::string PhaseJson(const PhaseResult& r) {
   fields.push_back(absl::StrCat("\"not_found\": ", r.not_found));
   fields.push_back(absl::StrCat("\"acked_writes\": ", r.acked_writes));
   fields.push_back(absl::StrCat("\"verify\": {\"reads_checked\": ", r.reads_checked,
-                                ", \"mismatches\": ", r.mismatches, "}"));
+                                ", \"mismatches\": ", r.mismatches, ", \"lost\": ", r.lost,
+                                "}"));
   std::vector<std::string> ops;
   for (int i = 0; i < kOps; ++i) {
     const Histogram& h = r.latency_ns[i];

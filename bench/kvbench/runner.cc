@@ -32,6 +32,7 @@ struct Benchmark::Worker {
   uint64_t acked_writes = 0;
   uint64_t reads_checked = 0;
   uint64_t mismatches = 0;
+  uint64_t lost = 0;
   std::string first_mismatch;
   std::string first_error;
   std::optional<std::array<OpCosts, kOpTypes>> costs_before;
@@ -136,6 +137,7 @@ absl::StatusOr<PhaseResult> Benchmark::RunPhase(const std::string& phase, bool l
           ++w.reads_checked;
           if (absl::Status bad = verifier_->Check(k, key, ticket, v); !bad.ok()) {
             if (w.mismatches++ == 0) w.first_mismatch = std::string(bad.message());
+            if (absl::IsNotFound(s)) ++w.lost;
             s = bad;
           }
         }
@@ -227,6 +229,7 @@ absl::StatusOr<PhaseResult> Benchmark::RunPhase(const std::string& phase, bool l
     r.reads_checked += w->reads_checked;
     if (r.mismatches == 0) r.first_mismatch = w->first_mismatch;
     r.mismatches += w->mismatches;
+    r.lost += w->lost;
     for (int i = 0; i < kOps; ++i) r.latency_ns[i].Merge(w->latency_ns[i]);
     if (auto after = w->driver->costs(); after && w->costs_before) {
       if (!r.costs) r.costs.emplace();
@@ -278,6 +281,7 @@ absl::StatusOr<PhaseResult> Benchmark::Check(absl::Duration patience) {
         ++r.reads_checked;
         if (absl::Status s = verifier_->Check(k, key, ticket, v); !s.ok()) {
           if (r.mismatches++ == 0) r.first_mismatch = std::string(s.message());
+          if (!v.ok()) ++r.lost;
         }
       });
     }

@@ -46,6 +46,7 @@ struct PhaseResult {
   uint64_t not_found = 0;      // Reads of absent keys (counted in errors too).
   uint64_t reads_checked = 0;  // --verify
   uint64_t mismatches = 0;     // --verify
+  uint64_t lost = 0;  // Of the mismatches: absent after an acknowledged write.
   std::string first_mismatch;
   std::string first_error;
   std::array<Histogram, kOps> latency_ns;  // By Op, from intended start to completion.

@@ -9,7 +9,9 @@
 #   requests failed with unknown outcome).
 # Afterwards every key whose write was acknowledged is read back and must
 # hold that write or a later one; no read during the run may have returned a
-# value that was never written or was already overwritten. The last line:
+# value that was never written or was already overwritten (a wrong read), or
+# found a key absent after a write of it was acknowledged (lost, as is a
+# mismatch in the read-back). The last line:
 #   faults=N acked_writes=M keys_checked=K wrong_reads=W lost=L
 #
 #   tests/fault/run.sh [--quick | --long] [--bin=DIR] [--lose-region]
@@ -55,19 +57,9 @@ trap cleanup EXIT
 
 say() { echo "[fault $(date +%T)] $*"; }
 faults=0
-pid_of() { cat "$dir/$1.pid"; }
-# kill9 NAME: SIGKILL, then wait until the process is gone (not a zombie).
-kill9() {
-  local pid
-  pid="$(pid_of "$1")"
-  kill -9 "$pid" 2>/dev/null || true
-  for _ in $(seq 100); do
-    kill -0 "$pid" 2>/dev/null && ! grep -qs '^State:.*Z' "/proc/$pid/status" || return 0
-    sleep 0.1
-  done
-  echo "run.sh: $1 (pid $pid) did not die" >&2
-  return 1
-}
+pid_of() { cut -d' ' -f1 "$dir/$1.pid"; }
+# kill9 NAME: SIGKILL, then wait until the process is gone.
+kill9() { bash scripts/cluster.sh kill "$1"; }
 
 bash scripts/cluster.sh start 3
 
@@ -141,9 +133,11 @@ phase_field() {
 acked=$(( $(phase_field load acked_writes) + $(phase_field run acked_writes) ))
 run_ops=$(phase_field run operations)
 run_errors=$(phase_field run errors)
-bad_reads=$(grep -o '"run": {[^}]*}[^}]*}' "$json" | grep -o '"mismatches": [0-9]*' | awk '{print $2}')
-checked=$(grep -o '"check": {[^}]*}[^}]*}' "$json" | grep -o '"reads_checked": [0-9]*' | awk '{print $2}')
-lost=$(grep -o '"check": {[^}]*}[^}]*}' "$json" | grep -o '"mismatches": [0-9]*' | awk '{print $2}')
+# Lost: acknowledged writes found absent, by a read during the run or by
+# the read-back at the end; wrong reads: values that should not be there.
+lost=$(( $(phase_field run lost) + $(phase_field check mismatches) ))
+bad_reads=$(( $(phase_field run mismatches) - $(phase_field run lost) ))
+checked=$(phase_field check reads_checked)
 unreadable=$(phase_field check errors)
 grep -E '^\[|^verify|^first' "$dir/kvbench.log" || true
 echo "operations=$run_ops errors_during_faults=$run_errors wrong_reads=$bad_reads unreadable_at_end=$unreadable (kvbench exit $load_status)"

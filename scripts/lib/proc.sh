@@ -1,0 +1,41 @@
+# Sourced by the scripts that start and stop processes: waiting for
+# readiness and for death, never sleeping and hoping. A pid alone names a
+# process only until it is reused (threads take pids too, so that can be
+# soon); with its start time it names one process for good.
+
+# proc_start_time PID: the kernel's start time of PID, empty if it is gone.
+proc_start_time() {
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
+  # Field 22, counted after the command name, which may hold spaces.
+  echo "${stat##*) }" | awk '{print $20}'
+}
+
+# proc_alive PID [START]: running and not a zombie, and the process that
+# started at START when that is given.
+proc_alive() {
+  local state
+  state=$(sed -n 's/^State:[[:space:]]*\([A-Z]\).*/\1/p' "/proc/$1/status" 2>/dev/null) || return 1
+  [ -n "$state" ] && [ "$state" != Z ] && [ "$state" != X ] || return 1
+  [ -z "${2:-}" ] || [ "$(proc_start_time "$1")" = "$2" ]
+}
+
+# proc_wait_gone PID START [SECONDS]: until that process has exited.
+proc_wait_gone() {
+  local deadline=$((SECONDS + ${3:-30}))
+  while proc_alive "$1" "$2"; do
+    [ "$SECONDS" -lt "$deadline" ] || return 1
+    sleep 0.05
+  done
+}
+
+# proc_wait_port PID HOST:PORT [SECONDS]: until PID listens on HOST:PORT.
+# Fails at once if PID exits first (the port was taken, say).
+proc_wait_port() {
+  local pid="$1" port="${2##*:}" deadline=$((SECONDS + ${3:-30}))
+  until ss -Hltnp "sport = :$port" 2>/dev/null | grep -q "pid=$pid,"; do
+    proc_alive "$pid" || return 1
+    [ "$SECONDS" -lt "$deadline" ] || return 1
+    sleep 0.05
+  done
+}
