@@ -294,6 +294,9 @@ size_t ClientImpl::Poll(absl::Duration timeout) {
   size_t finished = 0;
   if (qp_ == nullptr) {
     if (absl::Status s = Reconnect(); !s.ok()) {
+      // Whatever the fabric's reason, for an operation the server is
+      // unreachable: never a code such as NotFound that a key could mean.
+      s = absl::UnavailableError(absl::StrCat("connecting to the server: ", s.message()));
       while (!queued_.empty()) {
         Pending p = std::move(queued_.front());
         queued_.pop_front();

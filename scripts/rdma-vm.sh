@@ -21,6 +21,7 @@
 #   veth0 192.0.2.1 with rxe0     RKV_RXE_CLIENT_ADDR, RKV_RXE_CLIENT_DEVICE
 #   veth1 192.0.2.2 with rxe1     RKV_RXE_SERVER_ADDR, RKV_RXE_SERVER_DEVICE
 #
+# (RKV_RXE_ROUTES restores the routes between them after a link was down)
 # and RKV_VERBS_TEST_* point the verbs tests at them, with RKV_REQUIRE_VERBS
 # set so that they fail rather than skip.
 #
@@ -157,21 +158,26 @@ for c in all veth0 veth1; do
   echo 1 > /proc/sys/net/ipv4/conf/$c/accept_local
   echo 0 > /proc/sys/net/ipv4/conf/$c/rp_filter
 done
-ip rule add pref 10 iif lo to 192.0.2.2 lookup 100
-ip route add 192.0.2.2 dev veth0 src 192.0.2.1 table 100
-ip rule add pref 11 iif lo to 192.0.2.1 lookup 101
-ip route add 192.0.2.1 dev veth1 src 192.0.2.2 table 101
 ip rule add pref 1000 lookup local
 ip rule del pref 0
+ip rule add pref 10 iif lo to 192.0.2.2 lookup 100
+ip rule add pref 11 iif lo to 192.0.2.1 lookup 101
+# Taking a link down deletes its routes and neighbours: tests that do so
+# run this again once it is up.
+cat > /run/rkv-rxe-routes <<'ROUTES'
+ip route replace 192.0.2.2 dev veth0 src 192.0.2.1 table 100
+ip route replace 192.0.2.1 dev veth1 src 192.0.2.2 table 101
 # Fixed neighbours: ARP between two local addresses is not worth trusting,
 # and a connection's first resolution should not wait on it.
 ip neigh replace 192.0.2.2 lladdr "$(cat /sys/class/net/veth1/address)" dev veth0 nud permanent
 ip neigh replace 192.0.2.1 lladdr "$(cat /sys/class/net/veth0/address)" dev veth1 nud permanent
+ROUTES
+. /run/rkv-rxe-routes
 rdma link add rxe0 type rxe netdev veth0
 rdma link add rxe1 type rxe netdev veth1
 export RKV_RXE_CLIENT_ADDR=192.0.2.1 RKV_RXE_CLIENT_DEVICE=rxe0
 export RKV_RXE_SERVER_ADDR=192.0.2.2 RKV_RXE_SERVER_DEVICE=rxe1
-export RKV_IN_RDMA_VM=1
+export RKV_IN_RDMA_VM=1 RKV_RXE_ROUTES=/run/rkv-rxe-routes
 # The verbs tests: run, never skip.
 export RKV_VERBS_TEST_ADDRESS=192.0.2.2:0 RKV_VERBS_TEST_DEVICE=rxe1
 export RKV_VERBS_TEST_INITIATOR_DEVICE=rxe0 RKV_REQUIRE_VERBS=1

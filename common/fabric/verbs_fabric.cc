@@ -28,6 +28,9 @@ namespace {
 
 // RC connect requests carry at most 56 bytes of private data on InfiniBand.
 constexpr size_t kMaxVerbsToken = 56;
+// What a listener's rejection for a wrong token carries, so that the
+// initiator can tell it from a port where nobody listens.
+constexpr char kTokenRefused[] = "rkv: token refused";
 // Outstanding READs/atomics asked for; capped by what the device supports.
 constexpr int kWantRdAtomic = 16;
 // Local ACK timeout, as 4.096 us * 2^n: 2^16 is about 268 ms. With
@@ -119,11 +122,19 @@ absl::Status ExpectEvent(rdma_event_channel* channel, rdma_cm_event_type want,
   if (rdma_get_cm_event(channel, &event) != 0) return ErrnoToStatus(errno, what);
   const rdma_cm_event_type got = event->event;
   const int status = event->status;
+  const bool token_refused =
+      got == RDMA_CM_EVENT_REJECTED && event->param.conn.private_data != nullptr &&
+      event->param.conn.private_data_len >= sizeof(kTokenRefused) - 1 &&
+      std::memcmp(event->param.conn.private_data, kTokenRefused, sizeof(kTokenRefused) - 1) == 0;
   rdma_ack_cm_event(event);
   if (got == want) return absl::OkStatus();
-  if (got == RDMA_CM_EVENT_REJECTED) {
+  if (token_refused) {
     return absl::PermissionDeniedError(
-        absl::StrCat(what, ": rejected by the target (wrong connection token?)"));
+        absl::StrCat(what, ": the target refused the connection token"));
+  }
+  if (got == RDMA_CM_EVENT_REJECTED) {
+    return absl::UnavailableError(
+        absl::StrCat(what, ": rejected (status ", status, "): nobody listens there?"));
   }
   return absl::UnavailableError(absl::StrCat(what, ": ", rdma_event_str(got), " (status ",
                                              status, ")"));
@@ -452,7 +463,11 @@ class VerbsListener final : public Listener {
                        << (token_ok ? "arrived on device " + DeviceName(id) + ", not " +
                                           device_->name()
                                     : std::string("wrong connection token"));
-      rdma_reject(id, nullptr, 0);
+      if (token_ok) {
+        rdma_reject(id, nullptr, 0);
+      } else {
+        rdma_reject(id, kTokenRefused, sizeof(kTokenRefused) - 1);
+      }
       rdma_destroy_id(id);
       return;
     }
@@ -584,8 +599,13 @@ class VerbsFabric final : public Fabric {
       return ErrnoToStatus(errno, what);
     }
     // rdma_cm resolves the address, route, GID and path MTU for us.
+    // Failing to reach the target is Unavailable whatever errno says (no
+    // route is ENODEV, which would read as NotFound).
+    const auto unreachable = [&](int err) {
+      return absl::UnavailableError(absl::StrCat(what, ": ", ErrnoText(err)));
+    };
     if (rdma_resolve_addr(conn->id, nullptr, reinterpret_cast<sockaddr*>(&sa), timeout_ms) != 0) {
-      return ErrnoToStatus(errno, what);
+      return unreachable(errno);
     }
     RKV_RETURN_IF_ERROR(ExpectEvent(conn->channel, RDMA_CM_EVENT_ADDR_RESOLVED,
                                     options.connect_timeout, what));
@@ -597,7 +617,7 @@ class VerbsFabric final : public Fabric {
     uint8_t ack_timeout = kAckTimeout;
     rdma_set_option(conn->id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &ack_timeout,
                     sizeof(ack_timeout));
-    if (rdma_resolve_route(conn->id, timeout_ms) != 0) return ErrnoToStatus(errno, what);
+    if (rdma_resolve_route(conn->id, timeout_ms) != 0) return unreachable(errno);
     RKV_RETURN_IF_ERROR(ExpectEvent(conn->channel, RDMA_CM_EVENT_ROUTE_RESOLVED,
                                     options.connect_timeout, what));
 
@@ -632,7 +652,7 @@ class VerbsFabric final : public Fabric {
     param.responder_resources = static_cast<uint8_t>(device_->rd_atomic_responder());
     param.retry_count = kRetryCount;
     param.rnr_retry_count = 7;
-    if (rdma_connect(conn->id, &param) != 0) return ErrnoToStatus(errno, what);
+    if (rdma_connect(conn->id, &param) != 0) return unreachable(errno);
     RKV_RETURN_IF_ERROR(ExpectEvent(conn->channel, RDMA_CM_EVENT_ESTABLISHED,
                                     options.connect_timeout, what));
     // What the device granted (rdma_create_qp wrote it back), which may be

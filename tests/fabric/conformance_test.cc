@@ -380,6 +380,13 @@ TEST_P(ConformanceTest, WrongTokenIsRefused) {
   EXPECT_TRUE(absl::IsPermissionDenied(qp.status())) << qp.status();
 }
 
+TEST_P(ConformanceTest, ConnectWhereNobodyListensIsUnavailable) {
+  const Endpoint e = env_->listener->endpoint();
+  env_->listener.reset();
+  auto qp = env_->initiator->Connect(e);
+  EXPECT_TRUE(absl::IsUnavailable(qp.status())) << qp.status();
+}
+
 std::string ParamName(const ::testing::TestParamInfo<Backend>& info) {
   return BackendName(info.param);
 }

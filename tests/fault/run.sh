@@ -125,11 +125,8 @@ set -e
 load_pid=""
 json="$dir/load.json"
 [ -s "$json" ] || { cat "$dir/kvbench.log" >&2; echo "run.sh: kvbench wrote no results" >&2; exit 1; }
-# phase_field PHASE KEY: a number from the phase's object in kvbench's JSON.
-phase_field() {
-  grep -o "\"$1\": {\"seconds\"[^}]*}[^}]*}" "$json" | head -1 | grep -o "\"$2\": [0-9]*" | head -1 |
-    awk '{print $2}'
-}
+source tests/lib/kvbench_json.sh
+phase_field() { kvbench_field "$json" "$@"; }
 acked=$(( $(phase_field load acked_writes) + $(phase_field run acked_writes) ))
 run_ops=$(phase_field run operations)
 run_errors=$(phase_field run errors)

@@ -144,6 +144,18 @@ TEST_P(ClientTest, AsyncOperationsShareDoorbells) {
       << doorbells << " doorbells for " << put.round_trips + get.round_trips << " rounds";
 }
 
+// A server that went away makes operations Unavailable: first through the
+// broken connection, then through the failed reconnection. Never NotFound,
+// which would claim the key is absent.
+TEST_P(ClientTest, UnreachableServerIsUnavailable) {
+  ASSERT_TRUE(client_->Put("k", "v").ok());
+  env_->server.reset();
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<std::string> v = client_->Get("k");
+    EXPECT_TRUE(absl::IsUnavailable(v.status())) << "attempt " << i << ": " << v.status();
+  }
+}
+
 TEST_P(ClientTest, FullHeapIsResourceExhaustedAndLosesNothing) {
   Reset({.region_bytes = 2 << 20, .index_share = 0.5});
   const std::string value(20000, 'x');

@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# A cluster over the verbs fabric, on the Soft-RoCE devices of the guest that
+# scripts/rdma-vm.sh boots: kvcoord, three kvservers with region files on
+# rxe1, and kvbench clients on rxe0, so that every request crosses the veth
+# pair between them.
+#
+#   tests/rxe/cluster.sh restart BIN_DIR   workloads A and D with --verify
+#       --check; then A again while one server is killed with kill -9 and
+#       restarted from its region file.
+#   tests/rxe/cluster.sh network BIN_DIR   workload A with --verify --check
+#       while the link loses 1 % of packets with added delay (RC
+#       retransmission must hide it), and then fails for longer than the
+#       retry budget, cut and then down (error completions, never a hang;
+#       the client reconnects once the link is back).
+#
+# Each run must end with 0 wrong reads and 0 lost writes. Needs the guest's
+# RKV_RXE_* variables; figures from the guest are not performance figures.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+mode="${1:?usage: cluster.sh restart|network BIN_DIR}"
+bin="$(cd "${2:?usage: cluster.sh restart|network BIN_DIR}" && pwd)"
+: "${RKV_RXE_SERVER_ADDR:?not in the rdma-vm guest (scripts/rdma-vm.sh sets RKV_RXE_*)}"
+source scripts/lib/proc.sh
+source tests/lib/kvbench_json.sh
+
+export RKV_BIN="$bin"
+export RKV_CLUSTER_DIR="$(mktemp -d /tmp/rkv-rxe.XXXXXX)"
+export RKV_COORDINATOR="127.0.0.1:7400"
+export RKV_FABRIC=verbs
+export RKV_SERVER_LISTEN="$RKV_RXE_SERVER_ADDR:0"
+export RKV_RDMA_DEVICE="$RKV_RXE_SERVER_DEVICE"
+export RKV_SERVER_MEMORY=32MiB
+export RKV_LEASE_MS=1500
+dir="$RKV_CLUSTER_DIR"
+load_pid=""
+cleanup() {
+  [ -n "$load_pid" ] && kill -9 "$load_pid" 2>/dev/null || true
+  tc qdisc del dev veth0 root 2>/dev/null || true
+  ip link set veth0 up 2>/dev/null || true
+  bash scripts/cluster.sh stop >/dev/null 2>&1 || true
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+
+say() { echo "[rxe $(date +%T)] $*"; }
+fail() {
+  for log in "$dir"/*.log; do
+    [ -f "$log" ] && { echo "--- $log (last lines)"; tail -n 25 "$log"; } >&2
+  done
+  echo "rxe cluster: $*" >&2
+  exit 1
+}
+
+kvbench() {
+  "$bin/kvbench" --coordinator="$RKV_COORDINATOR" --fabric=verbs \
+    --rdma_device="$RKV_RXE_CLIENT_DEVICE" --verify --check --check_patience=30s "$@"
+}
+
+# expect_clean NAME JSON: every read right, nothing lost, all read back.
+expect_clean() {
+  local name="$1" json="$2" wrong lost unreadable checked
+  [ -s "$json" ] || fail "$name: kvbench wrote no results"
+  lost=$(( $(kvbench_field "$json" run lost) + $(kvbench_field "$json" check mismatches) ))
+  wrong=$(( $(kvbench_field "$json" run mismatches) - $(kvbench_field "$json" run lost) ))
+  unreadable=$(kvbench_field "$json" check errors)
+  checked=$(kvbench_field "$json" check reads_checked)
+  echo "$name: operations=$(kvbench_field "$json" run operations)" \
+    "errors=$(kvbench_field "$json" run errors) keys_checked=$checked" \
+    "wrong_reads=$wrong lost=$lost unreadable=$unreadable"
+  [ "$wrong" = 0 ] && [ "$lost" = 0 ] && [ "$unreadable" = 0 ] && [ "$checked" -gt 0 ] ||
+    fail "$name: wrong reads, lost writes or unreadable keys"
+}
+
+# start_load NAME SECONDS: workload A in the background, progress in NAME.log.
+start_load() {
+  kvbench --workload=a --records=1000 --duration="$2s" --threads=2 --outstanding=4 \
+    --json="$dir/$1.json" >"$dir/$1.log" 2>&1 &
+  load_pid=$!
+}
+# wait_progress NAME OPS: until the load's progress line shows OPS done.
+wait_progress() {
+  local deadline=$((SECONDS + 60))
+  until awk -v want="$2" '$1 == "run" && $4 >= want {found = 1} END {exit !found}' \
+      "$dir/$1.log" 2>/dev/null; do
+    proc_alive "$load_pid" || fail "$1: kvbench ended early: $(tail -n 3 "$dir/$1.log")"
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      tail -n 5 "$dir/$1.log" >&2
+      fail "$1: no progress to $2 operations in 60 s"
+    fi
+    sleep 0.2
+  done
+}
+finish_load() {  # NAME: waits for the load (it is bounded by --duration)
+  wait "$load_pid" || true
+  load_pid=""
+  grep -E '^(run|check|verify|first)' "$dir/$1.log" | tail -n 8 || true
+}
+
+ibv_devinfo -d "$RKV_RXE_SERVER_DEVICE" | grep -E 'hca_id|transport|state|active_mtu|link_layer'
+bash scripts/cluster.sh start 3
+
+case "$mode" in
+  restart)
+    for w in a d; do
+      say "workload $w"
+      kvbench --workload="$w" --records=1000 --operations=4000 --threads=2 --outstanding=4 \
+        --progress=false --json="$dir/$w.json" | grep -E '^(\[|verify|first)' || true
+      expect_clean "workload $w" "$dir/$w.json"
+    done
+    say "workload A while s2 is killed with kill -9 and restarted from its region file"
+    start_load restart 40
+    wait_progress restart 500
+    bash scripts/cluster.sh kill s2
+    bash scripts/cluster.sh wait s2 down
+    bash scripts/cluster.sh restart-server s2
+    bash scripts/cluster.sh wait s2 up
+    say "s2 is back"
+    finish_load restart
+    expect_clean "kill -9 and restart" "$dir/restart.json"
+    ;;
+  network)
+    start_load network 100
+    wait_progress network 300
+    # No jitter: netem would reorder packets, and RoCE, like the lossless
+    # fabrics it is made for, expects them in order.
+    say "1 % loss and 2 ms delay on the link, both ways"
+    tc qdisc add dev veth0 root netem loss 1% delay 2ms
+    tc qdisc add dev veth1 root netem loss 1% delay 2ms
+    before=$(awk '$1 == "run" {n = $4} END {print n + 0}' "$dir/network.log")
+    wait_progress network $((before + 1000))
+    tc qdisc del dev veth0 root
+    tc qdisc del dev veth1 root
+    errors_lossy=$(awk '$1 == "run" {e = $NF} END {print e + 0}' "$dir/network.log")
+    [ "$errors_lossy" = 0 ] || fail "RC retransmission did not hide 1 % loss: $errors_lossy errors"
+    # The link fails for 10 s, five times the retry budget (the fabric's
+    # ~2 s, then the client's reconnection attempt, up to 5 s, before its
+    # operations fail), twice: first cut somewhere beyond the port (every
+    # packet dropped, the port stays up), then the port itself down.
+    retry_exceeded=/sys/class/infiniband/$RKV_RXE_CLIENT_DEVICE/ports/1/hw_counters/retry_exceeded_err
+    for outage in cut down; do
+      errors_before=$(awk '$1 == "run" {e = $NF} END {print e + 0}' "$dir/network.log")
+      retries_before=$(cat "$retry_exceeded")
+      if [ "$outage" = cut ]; then
+        say "the link is cut for 10 s"
+        tc qdisc add dev veth0 root netem loss 100%
+        tc qdisc add dev veth1 root netem loss 100%
+        sleep 10  # The outage itself: its length is what is tested.
+        tc qdisc del dev veth0 root
+        tc qdisc del dev veth1 root
+      else
+        say "veth0 down for 10 s"
+        ip link set veth0 down
+        sleep 10  # The outage itself.
+        ip link set veth0 up
+        . "$RKV_RXE_ROUTES"
+      fi
+      say "the link is back; $RKV_RXE_CLIENT_DEVICE counted" \
+        "$(( $(cat "$retry_exceeded") - retries_before )) retry-exceeded completions"
+      errors_after=$(awk '$1 == "run" {e = $NF} END {print e + 0}' "$dir/network.log")
+      [ "$errors_after" -gt "$errors_before" ] ||
+        fail "link $outage: no operation failed while the link was out"
+      if [ "$outage" = cut ] && [ "$(cat "$retry_exceeded")" = "$retries_before" ]; then
+        fail "link cut: the device reported no retry-exceeded completion"
+      fi
+      done_after=$(awk '$1 == "run" {n = $4} END {print n + 0}' "$dir/network.log")
+      wait_progress network $((done_after + 1000))
+      say "the client is working again"
+    done
+    finish_load network
+    expect_clean "network faults" "$dir/network.json"
+    ;;
+  *) fail "unknown mode '$mode'" ;;
+esac
+echo "rxe cluster ($mode): passed"
