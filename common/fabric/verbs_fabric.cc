@@ -11,7 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
-#include <list>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -41,6 +41,8 @@ constexpr int kWantRdAtomic = 16;
 // a dead peer would then never be reported.
 constexpr uint8_t kAckTimeout = 16;
 constexpr int kRetryCount = 6;
+// How often a listener checks that the peers of its connections still answer.
+constexpr absl::Duration kProbeInterval = absl::Seconds(2);
 // Wait spins this long before it sleeps on the completion channel.
 constexpr absl::Duration kSpinBeforeSleep = absl::Microseconds(50);
 
@@ -401,8 +403,18 @@ class VerbsQueuePair final : public QueuePair {
 
 // Accepts queue pairs on one cm id. Connection requests are answered on the
 // listener's own thread, one after another; each takes microseconds, so many
-// clients connecting at once queue briefly in rdma_cm's backlog. The target
-// posts nothing, so all accepted queue pairs share one small CQ.
+// clients connecting at once queue briefly in rdma_cm's backlog.
+//
+// A target's queue pair posts nothing of its own, so it would never learn
+// that its peer is gone: a client cut off by the network, which has given up
+// on its side, leaves a half-open connection here, and such connections are
+// not only a leak: on rxe a reconnecting client that gets the same QP number
+// is refused as a stale connection for as long as the old one stands. So
+// every established connection is probed now and then with a zero-length
+// RDMA WRITE, which the peer's transport acknowledges without touching
+// memory (no R_Key or address is checked for zero length: InfiniBand spec
+// C9-88); a probe that fails closes the connection. All accepted queue pairs
+// share one CQ, for the probes' completions.
 class VerbsListener final : public Listener {
  public:
   VerbsListener(std::shared_ptr<VerbsDevice> device, std::unique_ptr<CmConnection> listen,
@@ -422,25 +434,93 @@ class VerbsListener final : public Listener {
   }
   Endpoint endpoint() const override { return {address_, token_}; }
 
+  // The probes in flight at once are bounded by the shared CQ.
+  static constexpr int kCqEntries = 4096;
+
  private:
+  struct Accepted {
+    std::unique_ptr<CmConnection> conn;
+    uint64_t serial = 0;  // A probe's wr_id: cm ids' addresses are reused.
+    bool established = false;
+    bool probing = false;
+  };
+
   void EventLoop() {
+    absl::Time last_probe = absl::Now();
     while (!stopping_.load()) {
       pollfd pfd{listen_->channel->fd, POLLIN, 0};
-      if (::poll(&pfd, 1, 100) <= 0) continue;
-      rdma_cm_event* event = nullptr;
-      if (rdma_get_cm_event(listen_->channel, &event) != 0) continue;
-      if (event->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
-        OnConnectRequest(event);  // Acks the event.
-        continue;
+      if (::poll(&pfd, 1, 100) > 0) HandleCmEvent();
+      ReapProbes();
+      if (absl::Now() - last_probe >= kProbeInterval) {
+        SendProbes();
+        last_probe = absl::Now();
       }
-      rdma_cm_id* id = event->id;
-      const bool gone = event->event == RDMA_CM_EVENT_DISCONNECTED ||
-                        event->event == RDMA_CM_EVENT_REJECTED ||
-                        event->event == RDMA_CM_EVENT_CONNECT_ERROR ||
-                        event->event == RDMA_CM_EVENT_UNREACHABLE;
-      rdma_ack_cm_event(event);
-      if (gone) accepted_.remove_if([id](const auto& c) { return c->id == id; });
     }
+  }
+
+  void HandleCmEvent() {
+    rdma_cm_event* event = nullptr;
+    if (rdma_get_cm_event(listen_->channel, &event) != 0) return;
+    if (event->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
+      OnConnectRequest(event);  // Acks the event.
+      return;
+    }
+    const rdma_cm_event_type type = event->event;
+    rdma_cm_id* id = event->id;
+    rdma_ack_cm_event(event);
+    auto it = accepted_.find(id);
+    if (it == accepted_.end()) return;
+    if (type == RDMA_CM_EVENT_ESTABLISHED) {
+      it->second.established = true;
+    } else if (type == RDMA_CM_EVENT_DISCONNECTED || type == RDMA_CM_EVENT_REJECTED ||
+               type == RDMA_CM_EVENT_CONNECT_ERROR || type == RDMA_CM_EVENT_UNREACHABLE) {
+      Close(it);
+    }
+  }
+
+  void SendProbes() {
+    // Half the CQ: the rest takes completions of closed connections' probes.
+    int room = kCqEntries / 2 - probes_in_flight_;
+    for (auto& [id, a] : accepted_) {
+      if (room == 0) break;
+      if (!a.established || a.probing) continue;
+      ibv_send_wr wr{};
+      wr.wr_id = a.serial;
+      wr.opcode = IBV_WR_RDMA_WRITE;
+      wr.send_flags = IBV_SEND_SIGNALED;
+      ibv_send_wr* bad = nullptr;
+      if (ibv_post_send(id->qp, &wr, &bad) != 0) continue;  // Probed next time.
+      a.probing = true;
+      ++probes_in_flight_;
+      --room;
+    }
+  }
+
+  void ReapProbes() {
+    ibv_wc wc[32];
+    int n;
+    while ((n = ibv_poll_cq(cq_, 32, wc)) > 0) {
+      for (int i = 0; i < n; ++i) {
+        auto by_serial = serials_.find(wc[i].wr_id);
+        if (by_serial == serials_.end()) continue;  // Its connection was closed.
+        auto it = accepted_.find(by_serial->second);
+        --probes_in_flight_;
+        it->second.probing = false;
+        if (wc[i].status != IBV_WC_SUCCESS) {
+          RKV_LOG(WARNING) << "verbs fabric " << address_ << ": a peer stopped answering ("
+                           << ibv_wc_status_str(wc[i].status) << "); its connection is closed";
+          Close(it);
+        }
+      }
+    }
+  }
+
+  void Close(std::map<rdma_cm_id*, Accepted>::iterator it) {
+    // A probe in flight may still complete into the CQ; it will find no
+    // connection.
+    if (it->second.probing) --probes_in_flight_;
+    serials_.erase(it->second.serial);
+    accepted_.erase(it);
   }
 
   bool TokenMatches(const rdma_cm_event* event) const {
@@ -476,7 +556,7 @@ class VerbsListener final : public Listener {
     ibv_qp_init_attr attr{};
     attr.send_cq = attr.recv_cq = cq_;
     attr.qp_type = IBV_QPT_RC;
-    attr.cap = {1, 1, 1, 1, 0};
+    attr.cap = {2, 1, 1, 1, 0};  // Room for a probe.
     if (rdma_create_qp(id, device_->pd(), &attr) != 0) {
       RKV_LOG(WARNING) << "verbs fabric " << address_ << ": cannot create a QP: "
                        << ErrnoText(errno);
@@ -484,6 +564,9 @@ class VerbsListener final : public Listener {
       return;  // conn destroys the id.
     }
     conn->has_qp = true;
+    uint8_t ack_timeout = kAckTimeout;
+    rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &ack_timeout,
+                    sizeof(ack_timeout));
     rdma_conn_param param{};
     param.responder_resources =
         static_cast<uint8_t>(std::min<int>(initiator_depth, device_->rd_atomic_responder()));
@@ -494,7 +577,10 @@ class VerbsListener final : public Listener {
       RKV_LOG(WARNING) << "verbs fabric " << address_ << ": rdma_accept: " << ErrnoText(errno);
       return;
     }
-    accepted_.push_back(std::move(conn));
+    Accepted& a = accepted_[id];
+    a.conn = std::move(conn);
+    a.serial = ++last_serial_;
+    serials_[a.serial] = id;
   }
 
   const std::shared_ptr<VerbsDevice> device_;
@@ -503,7 +589,11 @@ class VerbsListener final : public Listener {
   const std::string address_;
   const std::string token_;
   std::atomic<bool> stopping_{false};
-  std::list<std::unique_ptr<CmConnection>> accepted_;  // Touched by the event thread only.
+  // Touched by the event thread only.
+  std::map<rdma_cm_id*, Accepted> accepted_;
+  std::map<uint64_t, rdma_cm_id*> serials_;
+  uint64_t last_serial_ = 0;
+  int probes_in_flight_ = 0;
   std::thread thread_;
 };
 
@@ -564,7 +654,7 @@ class VerbsFabric final : public Fabric {
           device_->name(), "; pass --rdma_device=", DeviceName(conn->id)));
     }
     if (rdma_listen(conn->id, 1024) != 0) return ErrnoToStatus(errno, what);
-    ibv_cq* cq = ibv_create_cq(device_->ctx(), 16, nullptr, nullptr, 0);
+    ibv_cq* cq = ibv_create_cq(device_->ctx(), VerbsListener::kCqEntries, nullptr, nullptr, 0);
     if (cq == nullptr) return ErrnoToStatus(errno, absl::StrCat(what, ": ibv_create_cq"));
     const std::string host = options.address.substr(0, options.address.rfind(':'));
     std::string address = absl::StrCat(host, ":", ntohs(rdma_get_src_port(conn->id)));

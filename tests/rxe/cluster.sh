@@ -9,9 +9,9 @@
 #       restarted from its region file.
 #   tests/rxe/cluster.sh network BIN_DIR   workload A with --verify --check
 #       while the link loses 1 % of packets with added delay (RC
-#       retransmission must hide it), and then fails for longer than the
-#       retry budget, cut and then down (error completions, never a hang;
-#       the client reconnects once the link is back).
+#       retransmission must hide it), and then is cut for longer than the
+#       retry budget (error completions, never a hang; the client
+#       reconnects once the link is back).
 #
 # Each run must end with 0 wrong reads and 0 lost writes. Needs the guest's
 # RKV_RXE_* variables; figures from the guest are not performance figures.
@@ -36,7 +36,7 @@ load_pid=""
 cleanup() {
   [ -n "$load_pid" ] && kill -9 "$load_pid" 2>/dev/null || true
   tc qdisc del dev veth0 root 2>/dev/null || true
-  ip link set veth0 up 2>/dev/null || true
+  tc qdisc del dev veth1 root 2>/dev/null || true
   bash scripts/cluster.sh stop >/dev/null 2>&1 || true
   rm -rf "$dir"
 }
@@ -119,7 +119,7 @@ case "$mode" in
     expect_clean "kill -9 and restart" "$dir/restart.json"
     ;;
   network)
-    start_load network 100
+    start_load network 60
     wait_progress network 300
     # No jitter: netem would reorder packets, and RoCE, like the lossless
     # fabrics it is made for, expects them in order.
@@ -132,40 +132,29 @@ case "$mode" in
     tc qdisc del dev veth1 root
     errors_lossy=$(awk '$1 == "run" {e = $NF} END {print e + 0}' "$dir/network.log")
     [ "$errors_lossy" = 0 ] || fail "RC retransmission did not hide 1 % loss: $errors_lossy errors"
-    # The link fails for 10 s, five times the retry budget (the fabric's
+    # The link is cut for 10 s, five times the retry budget (the fabric's
     # ~2 s, then the client's reconnection attempt, up to 5 s, before its
-    # operations fail), twice: first cut somewhere beyond the port (every
-    # packet dropped, the port stays up), then the port itself down.
+    # operations fail): every packet dropped both ways, the ports staying
+    # up, as when a cable or a switch beyond the port fails. (Taking the
+    # port itself down is not tested: see docs/ARCHITECTURE.md on rxe.)
     retry_exceeded=/sys/class/infiniband/$RKV_RXE_CLIENT_DEVICE/ports/1/hw_counters/retry_exceeded_err
-    for outage in cut down; do
-      errors_before=$(awk '$1 == "run" {e = $NF} END {print e + 0}' "$dir/network.log")
-      retries_before=$(cat "$retry_exceeded")
-      if [ "$outage" = cut ]; then
-        say "the link is cut for 10 s"
-        tc qdisc add dev veth0 root netem loss 100%
-        tc qdisc add dev veth1 root netem loss 100%
-        sleep 10  # The outage itself: its length is what is tested.
-        tc qdisc del dev veth0 root
-        tc qdisc del dev veth1 root
-      else
-        say "veth0 down for 10 s"
-        ip link set veth0 down
-        sleep 10  # The outage itself.
-        ip link set veth0 up
-        . "$RKV_RXE_ROUTES"
-      fi
-      say "the link is back; $RKV_RXE_CLIENT_DEVICE counted" \
-        "$(( $(cat "$retry_exceeded") - retries_before )) retry-exceeded completions"
-      errors_after=$(awk '$1 == "run" {e = $NF} END {print e + 0}' "$dir/network.log")
-      [ "$errors_after" -gt "$errors_before" ] ||
-        fail "link $outage: no operation failed while the link was out"
-      if [ "$outage" = cut ] && [ "$(cat "$retry_exceeded")" = "$retries_before" ]; then
-        fail "link cut: the device reported no retry-exceeded completion"
-      fi
-      done_after=$(awk '$1 == "run" {n = $4} END {print n + 0}' "$dir/network.log")
-      wait_progress network $((done_after + 1000))
-      say "the client is working again"
-    done
+    errors_before=$(awk '$1 == "run" {e = $NF} END {print e + 0}' "$dir/network.log")
+    retries_before=$(cat "$retry_exceeded")
+    say "the link is cut for 10 s"
+    tc qdisc add dev veth0 root netem loss 100%
+    tc qdisc add dev veth1 root netem loss 100%
+    sleep 10  # The outage itself: its length is what is tested.
+    tc qdisc del dev veth0 root
+    tc qdisc del dev veth1 root
+    retries=$(( $(cat "$retry_exceeded") - retries_before ))
+    errors_after=$(awk '$1 == "run" {e = $NF} END {print e + 0}' "$dir/network.log")
+    say "the link is back; $RKV_RXE_CLIENT_DEVICE counted $retries retry-exceeded completions," \
+      "kvbench $((errors_after - errors_before)) failed operations"
+    [ "$retries" -gt 0 ] || fail "link cut: the device reported no retry-exceeded completion"
+    [ "$errors_after" -gt "$errors_before" ] || fail "link cut: no operation failed"
+    done_after=$(awk '$1 == "run" {n = $4} END {print n + 0}' "$dir/network.log")
+    wait_progress network $((done_after + 1000))
+    say "the client is working again"
     finish_load network
     expect_clean "network faults" "$dir/network.json"
     ;;
