@@ -285,9 +285,15 @@ bool KvOperation::KeyMatches(uint64_t word) const {
 }
 
 void KvOperation::OnBuckets() {
+  // The slots were read at some moment between the round's posting and
+  // now: as old as the posting, as new as now. What known_ says of a block
+  // holds for a grace period from when it was learnt, so it may be applied
+  // to these slots only if even the newest moment they may show is within
+  // it: a round the transport retransmitted can execute long after it was
+  // posted, and a block may have been reused for another key since.
   observed_at_ = round_posted_at_;
-  if (observed_at_ - known_since_ > s_.options().grace_period / 2) {
-    known_.clear();  // Block identities may have been reused since.
+  if (s_.Now() - known_since_ > s_.options().grace_period / 2) {
+    known_.clear();
     known_values_.clear();
     known_since_ = observed_at_;
   }
@@ -317,10 +323,18 @@ void KvOperation::OnBuckets() {
     }
     const Slot slot = Slot::Decode(s.word);
     const uint64_t bytes = layout::ClassBytes(slot.size_class);
-    uint8_t* buf = bytes ? s_.scratch().Allocate(bytes) : nullptr;
-    if (buf == nullptr) {
-      known_[id] = false;  // Garbage slot or no memory: not ours.
+    if (bytes == 0) {
+      known_[id] = false;  // A garbage slot: not ours.
       continue;
+    }
+    uint8_t* buf = s_.scratch().Allocate(bytes);
+    if (buf == nullptr) {
+      // Not knowing whose the block is, the operation cannot decide: a
+      // NotFound here would be a wrong answer.
+      for (uint8_t* b : read_bufs_) s_.scratch().Free(b);
+      read_bufs_.clear();
+      return Finish(absl::UnavailableError(
+          "client scratch memory ran out in the middle of the operation; raise scratch_bytes"));
     }
     candidates_.push_back(s);
     read_bufs_.push_back(buf);

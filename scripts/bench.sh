@@ -56,11 +56,9 @@ pids+=($!)
 redis-server --bind 127.0.0.1 --port "$redis_port" --save "" --appendonly no --daemonize no \
   >"$out/redis.log" &
 pids+=($!)
-sleep 1
-for p in "${pids[@]}"; do
-  kill -0 "$p" 2>/dev/null ||
-    { echo "bench.sh: memcached or redis-server did not start (ports $mc_port, $redis_port in use?)" >&2; exit 1; }
-done
+source scripts/lib/proc.sh
+proc_wait_port "${pids[0]}" "127.0.0.1:$mc_port" && proc_wait_port "${pids[1]}" "127.0.0.1:$redis_port" ||
+  { echo "bench.sh: memcached or redis-server did not start (ports $mc_port, $redis_port in use?)" >&2; exit 1; }
 
 stores="rkv memcached redis"
 address() {

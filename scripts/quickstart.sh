@@ -34,13 +34,13 @@ build/bin/kvbench --workload=a --records=20000 --duration=10s --threads=2 --outs
 victim=$(kvctl status --json | grep -o '"id": "[^"]*"' | head -1 | cut -d'"' -f4)
 echo
 echo "== kill -9 of server $victim: the map marks it down, its keys are unavailable"
-kill -9 "$(cat "$RKV_CLUSTER_DIR/$victim.pid")"
-sleep 2.5
+bash scripts/cluster.sh kill "$victim"
+bash scripts/cluster.sh wait "$victim" down
 kvctl status
 echo
 echo "== $victim restarts from its region file; every key is back"
 bash scripts/cluster.sh restart-server "$victim"
-sleep 1.5
+bash scripts/cluster.sh wait "$victim" up
 kvctl status
 kvctl get greeting
 # Reads back every record the workload wrote, checking each value.

@@ -109,7 +109,7 @@ if mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000,ro host /lower &&
 else
   echo "rdma-vm: cannot mount the host's file system"
 fi
-echo "rdma-vm: exit status $status"
+printf "\nrdma-vm: exit status %s\n" "$status"
 poweroff -f
 INIT
 }
@@ -201,7 +201,7 @@ timeout --kill-after=10 "$timeout_s" qemu-system-x86_64 "${accel[@]}" \
   -kernel "$kdir/boot/vmlinuz-$kver" -initrd "$initrd" \
   -append "console=ttyS0 panic=-1 quiet loglevel=4 rkv.run=$run" \
   -virtfs local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap \
-  2>&1 | tee "$log" | tr -d '\r' | grep -avE '\[\?7l|SeaBIOS|Booting from ROM'
+  2>&1 | tee "$log" | sed -u -e 's/\r//g' -e '/\[?7l\|SeaBIOS\|Booting from ROM/d'
 qemu_status=${PIPESTATUS[0]}
 set -e
 if [ "$qemu_status" = 124 ] || [ "$qemu_status" = 137 ]; then

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs the whole test suite with ctest.
 #
-#   scripts/test.sh                  the suite on a Release build
+#   scripts/test.sh                  the suite on a Release build, then the
+#                                    verbs tests (label rxe) on Soft-RoCE in
+#                                    a QEMU guest (scripts/rdma-vm.sh)
 #   scripts/test.sh --sanitizers     also under ASan+UBSan and under TSan
 #   scripts/test.sh --fuzz           also the libFuzzer targets, 20 s each
 #                                    (clang; scripts/fuzz.sh runs them longer)
+#   scripts/test.sh --no-rxe         without the guest
 #
 # Extra arguments after -- go to ctest (e.g. -- -R Conformance).
 set -euo pipefail
@@ -12,13 +15,15 @@ cd "$(dirname "$0")/.."
 
 sanitizers=0
 fuzz=0
+rxe=1
 ctest_args=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --sanitizers) sanitizers=1 ;;
     --fuzz) fuzz=1 ;;
+    --no-rxe) rxe=0 ;;
     --) shift; ctest_args=("$@"); break ;;
-    -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "test.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
   esac
   shift
@@ -29,7 +34,8 @@ run_suite() {  # $1: sanitizer ('' for none)
   case "$sanitize" in "") dir=build ;; address) dir=build-asan ;; thread) dir=build-tsan ;; esac
   echo "=== test.sh: ${sanitize:-release} build ==="
   RKV_SANITIZE="$sanitize" bash scripts/build.sh
-  (cd "$dir" && ctest --output-on-failure -j "$(nproc)" --timeout 300 "${ctest_args[@]}")
+  # The rxe tests need a kernel RDMA stack: they run in the guest below.
+  (cd "$dir" && ctest --output-on-failure -j "$(nproc)" --timeout 300 -LE rxe "${ctest_args[@]}")
 }
 
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
@@ -38,6 +44,11 @@ export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp}"
 
 run_suite ""
+if [ "$rxe" = 1 ]; then
+  echo "=== test.sh: the verbs backend on Soft-RoCE (label rxe), in a QEMU guest ==="
+  bash scripts/rdma-vm.sh --timeout=1500 -- \
+    ctest --test-dir build --output-on-failure --timeout 600 -L '^rxe$' "${ctest_args[@]}"
+fi
 if [ "$sanitizers" = 1 ]; then
   run_suite address
   run_suite thread

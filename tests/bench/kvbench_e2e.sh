@@ -63,7 +63,9 @@ pids+=($!)
 redis-server --bind 127.0.0.1 --port "$redis_port" --save "" --appendonly no \
   --daemonize no >/dev/null &
 pids+=($!)
-sleep 0.5
+source scripts/lib/proc.sh
+proc_wait_port "${pids[0]}" "127.0.0.1:$mc_port" || fail "memcached did not start on port $mc_port"
+proc_wait_port "${pids[1]}" "127.0.0.1:$redis_port" || fail "redis-server did not start on port $redis_port"
 run memcached-a --driver=memcached --memcached="127.0.0.1:$mc_port" --workload=a "${common[@]}"
 run redis-a --driver=redis --redis="127.0.0.1:$redis_port" --workload=a "${common[@]}"
 echo "kvbench_e2e: all runs passed"

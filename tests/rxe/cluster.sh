@@ -7,18 +7,21 @@
 #   tests/rxe/cluster.sh restart BIN_DIR   workloads A and D with --verify
 #       --check; then A again while one server is killed with kill -9 and
 #       restarted from its region file.
-#   tests/rxe/cluster.sh network BIN_DIR   workload A with --verify --check
-#       while the link loses 1 % of packets with added delay (RC
-#       retransmission must hide it), and then is cut for longer than the
-#       retry budget (error completions, never a hang; the client
-#       reconnects once the link is back).
+#   tests/rxe/cluster.sh loss BIN_DIR   workload A with --verify --check
+#       while the link loses 1 % of packets with 2 ms delay: RC
+#       retransmission must hide it (no operation fails).
+#   tests/rxe/cluster.sh cut BIN_DIR    the same while the link is cut for
+#       longer than the retry budget: error completions, never a hang, and
+#       the client reconnects once the link is back.
+# (loss and cut still fail now and then with lost writes: docs/RELIABILITY.md.)
 #
 # Each run must end with 0 wrong reads and 0 lost writes. Needs the guest's
 # RKV_RXE_* variables; figures from the guest are not performance figures.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-mode="${1:?usage: cluster.sh restart|network BIN_DIR}"
-bin="$(cd "${2:?usage: cluster.sh restart|network BIN_DIR}" && pwd)"
+usage="usage: cluster.sh restart|loss|cut BIN_DIR"
+mode="${1:?$usage}"
+bin="$(cd "${2:?$usage}" && pwd)"
 : "${RKV_RXE_SERVER_ADDR:?not in the rdma-vm guest (scripts/rdma-vm.sh sets RKV_RXE_*)}"
 source scripts/lib/proc.sh
 source tests/lib/kvbench_json.sh
@@ -118,27 +121,33 @@ case "$mode" in
     finish_load restart
     expect_clean "kill -9 and restart" "$dir/restart.json"
     ;;
-  network)
-    start_load network 60
-    wait_progress network 300
+  loss)
+    start_load loss 30
+    wait_progress loss 300
     # No jitter: netem would reorder packets, and RoCE, like the lossless
     # fabrics it is made for, expects them in order.
     say "1 % loss and 2 ms delay on the link, both ways"
     tc qdisc add dev veth0 root netem loss 1% delay 2ms
     tc qdisc add dev veth1 root netem loss 1% delay 2ms
-    before=$(awk '$1 == "run" {n = $4} END {print n + 0}' "$dir/network.log")
-    wait_progress network $((before + 1000))
+    before=$(awk '$1 == "run" {n = $4} END {print n + 0}' "$dir/loss.log")
+    wait_progress loss $((before + 3000))
     tc qdisc del dev veth0 root
     tc qdisc del dev veth1 root
-    errors_lossy=$(awk '$1 == "run" {e = $NF} END {print e + 0}' "$dir/network.log")
-    [ "$errors_lossy" = 0 ] || fail "RC retransmission did not hide 1 % loss: $errors_lossy errors"
+    errors=$(awk '$1 == "run" {e = $NF} END {print e + 0}' "$dir/loss.log")
+    say "3000 operations under loss, $errors failed"
+    [ "$errors" = 0 ] || fail "RC retransmission did not hide 1 % loss: $errors errors"
+    finish_load loss
+    expect_clean "packet loss" "$dir/loss.json"
+    ;;
+  cut)
     # The link is cut for 10 s, five times the retry budget (the fabric's
     # ~2 s, then the client's reconnection attempt, up to 5 s, before its
     # operations fail): every packet dropped both ways, the ports staying
-    # up, as when a cable or a switch beyond the port fails. (Taking the
-    # port itself down is not tested: see docs/ARCHITECTURE.md on rxe.)
+    # up, as when a cable or a switch beyond the port fails.
+    start_load cut 45
+    wait_progress cut 500
     retry_exceeded=/sys/class/infiniband/$RKV_RXE_CLIENT_DEVICE/ports/1/hw_counters/retry_exceeded_err
-    errors_before=$(awk '$1 == "run" {e = $NF} END {print e + 0}' "$dir/network.log")
+    errors_before=$(awk '$1 == "run" {e = $NF} END {print e + 0}' "$dir/cut.log")
     retries_before=$(cat "$retry_exceeded")
     say "the link is cut for 10 s"
     tc qdisc add dev veth0 root netem loss 100%
@@ -147,16 +156,16 @@ case "$mode" in
     tc qdisc del dev veth0 root
     tc qdisc del dev veth1 root
     retries=$(( $(cat "$retry_exceeded") - retries_before ))
-    errors_after=$(awk '$1 == "run" {e = $NF} END {print e + 0}' "$dir/network.log")
+    errors_after=$(awk '$1 == "run" {e = $NF} END {print e + 0}' "$dir/cut.log")
     say "the link is back; $RKV_RXE_CLIENT_DEVICE counted $retries retry-exceeded completions," \
       "kvbench $((errors_after - errors_before)) failed operations"
     [ "$retries" -gt 0 ] || fail "link cut: the device reported no retry-exceeded completion"
     [ "$errors_after" -gt "$errors_before" ] || fail "link cut: no operation failed"
-    done_after=$(awk '$1 == "run" {n = $4} END {print n + 0}' "$dir/network.log")
-    wait_progress network $((done_after + 1000))
+    done_after=$(awk '$1 == "run" {n = $4} END {print n + 0}' "$dir/cut.log")
+    wait_progress cut $((done_after + 1000))
     say "the client is working again"
-    finish_load network
-    expect_clean "network faults" "$dir/network.json"
+    finish_load cut
+    expect_clean "link cut" "$dir/cut.json"
     ;;
   *) fail "unknown mode '$mode'" ;;
 esac
