@@ -103,7 +103,8 @@ if mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000,ro host /lower &&
   mount -t proc proc /root/proc; mount -t sysfs sys /root/sys
   mount -t devtmpfs dev /root/dev; mkdir -p /root/dev/pts /root/dev/shm
   mount -t devpts devpts /root/dev/pts; mount -t tmpfs shm /root/dev/shm
-  for d in tmp run var/tmp; do mount -t tmpfs "$d" "/root/$d"; done
+  # Nothing else is mounted over the host's tree: the overlay already takes
+  # every write, and a checkout may well live under /tmp.
   chroot /root /bin/bash "$run" </dev/console >/dev/console 2>&1
   status=$?
 else
