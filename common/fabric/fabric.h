@@ -155,7 +155,9 @@ class Fabric {
   // through them.
   virtual absl::StatusOr<std::unique_ptr<Listener>> Listen(const ListenOptions& options) = 0;
 
-  // Connects a queue pair to a listening node.
+  // Connects a queue pair to a listening node. Unavailable when the node
+  // cannot be reached or nobody listens there; PermissionDenied when it
+  // refuses the token.
   virtual absl::StatusOr<std::unique_ptr<QueuePair>> Connect(
       const Endpoint& endpoint, const QueuePairOptions& options = {}) = 0;
 };
