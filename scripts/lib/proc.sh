@@ -39,3 +39,24 @@ proc_wait_port() {
     sleep 0.05
   done
 }
+
+# proc_pick_ports FIRST LAST: a free base port B in [FIRST, LAST), B to B+9
+# unused by any socket. The range must lie below the kernel's ephemeral
+# ports: a port there may be held by any outgoing connection, or by its
+# TIME_WAIT for a minute after, and then the bind fails. Scripts that may
+# run at the same time take ranges that do not overlap.
+proc_pick_ports() {
+  local first="$1" last="$2" ephemeral base try
+  ephemeral=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range)
+  [ "$last" -le "$ephemeral" ] || {
+    echo "ports $first-$last reach the ephemeral range (from $ephemeral)" >&2
+    return 1
+  }
+  for try in $(seq 1 50); do
+    base=$((first + (RANDOM % ((last - first) / 10)) * 10))
+    ss -Htan "( sport >= :$base and sport <= :$((base + 9)) )" 2>/dev/null | grep -q . ||
+      { echo "$base"; return 0; }
+  done
+  echo "no free ports in $first-$last" >&2
+  return 1
+}

@@ -7,12 +7,13 @@
 #   tests/bench/kvbench_e2e.sh BIN_DIR
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source scripts/lib/proc.sh
 bin="$(cd "${1:?usage: kvbench_e2e.sh BIN_DIR}" && pwd)"
 export RKV_BIN="$bin"
 export RKV_CLUSTER_DIR="$(mktemp -d /tmp/rkv-kvbench-e2e.XXXXXX)"
 # Ports off the defaults, so that a cluster or servers of the user's own
 # are not disturbed.
-base=$((20000 + (RANDOM % 2000) * 10))
+base=$(proc_pick_ports 20000 24000)
 export RKV_COORDINATOR="127.0.0.1:$base"
 export RKV_SERVER_MEMORY=32MiB
 mc_port=$((base + 1))
@@ -63,7 +64,6 @@ pids+=($!)
 redis-server --bind 127.0.0.1 --port "$redis_port" --save "" --appendonly no \
   --daemonize no >/dev/null &
 pids+=($!)
-source scripts/lib/proc.sh
 proc_wait_port "${pids[0]}" "127.0.0.1:$mc_port" || fail "memcached did not start on port $mc_port"
 proc_wait_port "${pids[1]}" "127.0.0.1:$redis_port" || fail "redis-server did not start on port $redis_port"
 run memcached-a --driver=memcached --memcached="127.0.0.1:$mc_port" --workload=a "${common[@]}"

@@ -40,7 +40,9 @@ done
 bin="$(cd "$bin" && pwd)"
 export RKV_BIN="$bin"
 export RKV_CLUSTER_DIR="$(mktemp -d /tmp/rkv-fault.XXXXXX)"
-export RKV_COORDINATOR="127.0.0.1:$((30000 + (RANDOM % 3000) * 10))"
+source scripts/lib/proc.sh
+port=$(proc_pick_ports 26000 30000)
+export RKV_COORDINATOR="127.0.0.1:$port"
 export RKV_LEASE_MS=600
 export RKV_SERVER_MEMORY=32MiB
 dir="$RKV_CLUSTER_DIR"

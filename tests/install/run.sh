@@ -10,7 +10,9 @@ cd "$(dirname "$0")/../.."
 build="$(cd "${1:?usage: run.sh BUILD_DIR}" && pwd)"
 work="$(mktemp -d /tmp/rkv-install.XXXXXX)"
 export RKV_CLUSTER_DIR="$work/cluster"
-export RKV_COORDINATOR="127.0.0.1:$((40000 + (RANDOM % 2000) * 10))"
+source scripts/lib/proc.sh
+port=$(proc_pick_ports 24000 26000)
+export RKV_COORDINATOR="127.0.0.1:$port"
 export RKV_SERVER_MEMORY=16MiB
 cleanup() {
   bash scripts/cluster.sh stop >/dev/null 2>&1 || true
