@@ -169,6 +169,63 @@ TEST_P(ConformanceTest, ConcurrentCasIncrementsSumExactly) {
   RecordProperty("cas_attempts", attempts);
 }
 
+// Many CASes in flight on one queue pair, each on its own word, each
+// expecting the value the one before it left: every one must return
+// exactly that. A transport that retransmits (rxe under packet loss) must
+// answer a repeated atomic from what it executed the first time, never
+// execute it again: a second execution would fail and return the value
+// the first one wrote, and a client would think it lost a race it won.
+TEST_P(ConformanceTest, PipelinedAtomicsExecuteExactlyOnce) {
+  constexpr int kWindow = 4;    // Doorbells in flight.
+  constexpr int kPerBell = 16;  // CASes per doorbell, each on its own word.
+  constexpr int kRounds = 100;  // Doorbells per window place.
+  constexpr uint64_t kWords = 16384;
+  auto qp = Connect();
+  ASSERT_NE(qp, nullptr);
+  std::vector<uint64_t> expect(kWindow * kPerBell, 0);
+  auto* old = reinterpret_cast<uint64_t*>(local(0));
+  uint8_t* bulk = local(65536);
+  auto post = [&](int place) {
+    std::vector<WorkRequest> bell;
+    for (int i = 0; i < kPerBell; ++i) {
+      const int w = place * kPerBell + i;
+      bell.push_back(env_->Cas(w, kWords + 8 * w, &old[w], expect[w], expect[w] + 1));
+    }
+    // Bulk traffic between them, so that losses fall on every kind of packet.
+    bell.push_back(env_->Read(1000 + place, 65536, bulk + 8192 * place, 8192));
+    return qp->Post(bell);
+  };
+  for (int place = 0; place < kWindow; ++place) ASSERT_TRUE(post(place).ok());
+  std::vector<int> rounds(kWindow, 1);
+  int open = kWindow;
+  std::vector<Completion> got;  // Completions in posting order.
+  while (open > 0) {
+    if (got.size() < size_t{kPerBell + 1}) {
+      std::vector<Completion> more = env_->Await(*qp, 1, absl::Seconds(30));
+      ASSERT_FALSE(more.empty()) << "no completion in 30 s";
+      got.insert(got.end(), more.begin(), more.end());
+      continue;
+    }
+    ASSERT_THAT(got, Each(Field(&Completion::status, kSuccess)));
+    const int place = static_cast<int>(got[0].wr_id) / kPerBell;
+    for (int i = 0; i < kPerBell; ++i) {
+      const int w = place * kPerBell + i;
+      ASSERT_EQ(got[i].wr_id, uint64_t(w));  // Completions in posting order.
+      ASSERT_EQ(old[w], expect[w]) << "word " << w << ", round " << rounds[place];
+      expect[w]++;
+    }
+    got.erase(got.begin(), got.begin() + kPerBell + 1);
+    if (rounds[place]++ < kRounds) {
+      ASSERT_TRUE(post(place).ok());
+    } else {
+      open--;
+    }
+  }
+  for (int w = 0; w < kWindow * kPerBell; w += 7) {
+    EXPECT_EQ(*env_->ReadWord(kWords + 8 * w), uint64_t{kRounds});
+  }
+}
+
 // An error completion, then every later request of the batch and of later
 // batches flushed, without executing; other queue pairs keep being served.
 void ExpectErrorThenFlush(FabricTestEnv& env, QueuePair& qp, const WorkRequest& bad,
