@@ -20,6 +20,7 @@ const char* CompletionStatusName(CompletionStatus status) {
     case CompletionStatus::kRemoteInvalidRequest: return "remote invalid request";
     case CompletionStatus::kFlushed: return "flushed";
     case CompletionStatus::kRetryExceeded: return "retry exceeded";
+    case CompletionStatus::kResponseLost: return "response lost";
   }
   return "unknown";
 }

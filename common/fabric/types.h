@@ -65,6 +65,10 @@ enum class CompletionStatus : uint8_t {
   kRemoteInvalidRequest = 3,  // E.g. a misaligned atomic.
   kFlushed = 4,               // Posted or outstanding while in the error state.
   kRetryExceeded = 5,         // Transport failure: peer gone or unreachable.
+  // The transport completed a READ or an atomic without delivering its
+  // result (Soft-RoCE does so under packet loss). The request executed at
+  // the target or not; the queue pair fails, as after kRetryExceeded.
+  kResponseLost = 6,
 };
 const char* CompletionStatusName(CompletionStatus status);
 

@@ -13,6 +13,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -176,19 +177,43 @@ class VerbsMemoryRegion final : public MemoryRegion {
 // can refuse a batch whole instead of having the device take part of it.
 // The device sees a sequence number as each request's wr_id, not the
 // caller's, which need not be unique (many requests may carry 0).
+//
+// It also checks that every READ and atomic it retires delivered its
+// result. Soft-RoCE (Linux 6.1's rdma_rxe) completes an atomic, or a READ
+// of one packet, on a plain ACK that covers its PSN, without the response
+// that carries the data: under packet loss, when a go-back-N retransmission
+// makes the target ACK a duplicate WRITE with the last PSN it executed. The
+// request executed; its result buffer was simply never written, and a
+// caller that trusts it acts on stale memory (the KV client freed a block
+// still in use). So before posting, the last 8 bytes of each READ's buffer
+// (of 8 bytes or more) and each atomic's result word get a random
+// per-queue-pair sentinel, and a request retired with the sentinel still
+// there lost its response: a false alarm needs the true data to equal 64
+// random bits. Hardware never trips it; the cost is an 8-byte store per
+// request and a compare per retirement.
 class SendQueue {
  public:
-  explicit SendQueue(uint32_t capacity) : capacity_(capacity) {}
+  SendQueue(uint32_t capacity, uint64_t sentinel) : capacity_(capacity), sentinel_(sentinel) {}
   uint32_t room() const { return capacity_ - static_cast<uint32_t>(device_held_); }
 
-  // Returns the wr_id to give the device.
-  uint64_t Posted(uint64_t wr_id, Opcode opcode) {
-    entries_.push_back({next_seq_, wr_id, opcode, false});
+  // Returns the wr_id to give the device. Call before the device may
+  // write `w`'s buffer.
+  uint64_t Posted(const WorkRequest& w) {
+    uint8_t* guard = nullptr;
+    if (w.opcode == Opcode::kCas64 || w.opcode == Opcode::kFaa64) {
+      guard = static_cast<uint8_t*>(w.local);
+    } else if (w.opcode == Opcode::kRead && w.length >= 8) {
+      guard = static_cast<uint8_t*>(w.local) + w.length - 8;
+    }
+    if (guard != nullptr) std::memcpy(guard, &sentinel_, 8);
+    entries_.push_back({next_seq_, w.wr_id, w.opcode, false, guard});
     ++device_held_;
     return next_seq_++;
   }
   // A request the device never took; it completes as flushed in its turn.
-  void Refused(uint64_t wr_id, Opcode opcode) { entries_.push_back({0, wr_id, opcode, true}); }
+  void Refused(uint64_t wr_id, Opcode opcode) {
+    entries_.push_back({0, wr_id, opcode, true, nullptr});
+  }
   // The device took only the requests before the one numbered `seq`.
   void Unposted(uint64_t seq) {
     for (Entry& e : entries_) {
@@ -201,18 +226,24 @@ class SendQueue {
 
   // Retires requests through the device-held one numbered `seq` and fills
   // in the caller's wr_id and opcode for it (a device reports no opcode
-  // with an error).
-  void Completed(uint64_t seq, Completion* c) {
+  // with an error). Returns false if a READ or atomic among them, though
+  // completed successfully, never received its result.
+  bool Completed(uint64_t seq, bool success, Completion* c) {
+    bool delivered = true;
     while (!entries_.empty() && !entries_.front().refused) {
       const Entry e = entries_.front();
       entries_.pop_front();
       --device_held_;
+      if (success && e.guard != nullptr && std::memcmp(e.guard, &sentinel_, 8) == 0) {
+        delivered = false;
+      }
       if (e.seq == seq) {
         c->wr_id = e.wr_id;
         c->opcode = e.opcode;
-        return;
+        break;
       }
     }
+    return delivered;
   }
   // Moves refused requests that have reached the front into `out`.
   size_t TakeRefused(absl::Span<Completion> out) {
@@ -230,8 +261,10 @@ class SendQueue {
     uint64_t wr_id;
     Opcode opcode;
     bool refused;
+    uint8_t* guard;  // Where the sentinel must have been overwritten; or null.
   };
   const uint32_t capacity_;
+  const uint64_t sentinel_;
   size_t device_held_ = 0;
   uint64_t next_seq_ = 1;
   std::deque<Entry> entries_;
@@ -244,7 +277,7 @@ class VerbsQueuePair final : public QueuePair {
       : device_(std::move(device)),
         conn_(std::move(conn)),
         limits_(limits),
-        sq_(limits.max_send_wr) {}
+        sq_(limits.max_send_wr, RandomSentinel()) {}
 
   absl::Status Post(absl::Span<const WorkRequest> batch) override {
     if (batch.empty()) return absl::OkStatus();
@@ -298,7 +331,7 @@ class VerbsQueuePair final : public QueuePair {
       for (const WorkRequest& w : batch) sq_.Refused(w.wr_id, w.opcode);
       return absl::OkStatus();
     }
-    for (size_t i = 0; i < wrs.size(); ++i) wrs[i].wr_id = sq_.Posted(batch[i].wr_id, batch[i].opcode);
+    for (size_t i = 0; i < wrs.size(); ++i) wrs[i].wr_id = sq_.Posted(batch[i]);
     ibv_send_wr* bad = nullptr;
     if (const int rc = ibv_post_send(conn_->id->qp, wrs.data(), &bad); rc != 0) {
       // The device took the requests before `bad` and refused the rest,
@@ -310,10 +343,7 @@ class VerbsQueuePair final : public QueuePair {
                        << (bad - wrs.data()) << " of " << batch.size()
                        << " requests: " << ErrnoText(rc) << "; the queue pair is now in error";
       sq_.Unposted(bad->wr_id);
-      ibv_qp_attr attr{};
-      attr.qp_state = IBV_QPS_ERR;
-      ibv_modify_qp(conn_->id->qp, &attr, IBV_QP_STATE);
-      error_ = true;
+      ToErrorLocked();
     }
     return absl::OkStatus();
   }
@@ -333,9 +363,20 @@ class VerbsQueuePair final : public QueuePair {
         // a lost peer kRetryExceeded.
         status = CompletionStatus::kRetryExceeded;
       }
+      // After a lost response the device still reports requests that were
+      // under way as done; for the caller they are flushed, as after any
+      // error.
+      if (status == CompletionStatus::kSuccess && response_lost_) status = CompletionStatus::kFlushed;
       Completion& c = out[n++];
       c = {0, Opcode::kRead, status, wc.byte_len};
-      sq_.Completed(wc.wr_id, &c);
+      if (!sq_.Completed(wc.wr_id, status == CompletionStatus::kSuccess, &c)) {
+        RKV_LOG(WARNING) << "verbs queue pair on " << device_->name()
+                         << ": a READ or atomic completed without its response; failing the "
+                            "queue pair (its requests may have executed)";
+        c.status = status = CompletionStatus::kResponseLost;
+        response_lost_ = true;
+        ToErrorLocked();
+      }
       if (status != CompletionStatus::kSuccess) {
         error_ = true;
         counters_.error_completions++;
@@ -390,6 +431,18 @@ class VerbsQueuePair final : public QueuePair {
   QueuePairLimits limits() const override { return limits_; }
 
  private:
+  static uint64_t RandomSentinel() {
+    std::random_device rd;
+    return (uint64_t{rd()} << 32) | rd();
+  }
+  // The device flushes every request it holds, and later posts flush too.
+  void ToErrorLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    ibv_qp_attr attr{};
+    attr.qp_state = IBV_QPS_ERR;
+    ibv_modify_qp(conn_->id->qp, &attr, IBV_QP_STATE);
+    error_ = true;
+  }
+
   const std::shared_ptr<VerbsDevice> device_;
   const std::unique_ptr<CmConnection> conn_;
   const QueuePairLimits limits_;
@@ -398,6 +451,7 @@ class VerbsQueuePair final : public QueuePair {
   std::vector<ibv_wc> poll_buf_ ABSL_GUARDED_BY(mu_);
   bool armed_ ABSL_GUARDED_BY(mu_) = false;
   bool error_ ABSL_GUARDED_BY(mu_) = false;
+  bool response_lost_ ABSL_GUARDED_BY(mu_) = false;
   QueuePairCounters counters_ ABSL_GUARDED_BY(mu_);
 };
 

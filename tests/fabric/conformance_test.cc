@@ -1,7 +1,9 @@
 // The fabric contract, run against every backend: soft over TCP, soft in
 // the deterministic simulation, and verbs where an RDMA device exists.
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <thread>
 #include <vector>
 
@@ -558,6 +560,146 @@ TEST_P(ConformanceTest, ReadsOfOneDoorbellLandInTheirOwnBuffers) {
           << " bytes) holds " << int(buf[0]) << "..." << int(buf[bytes - 1]);
     }
   }
+}
+
+// The KV client's traffic in miniature: rounds of a WRITE, READs and a CAS,
+// each round signaling only its last request, eight rounds in flight, and
+// every buffer handed to another request as soon as its round completed.
+// Each READ must hold exactly what it read and each CAS exactly the old
+// value when its round completes: a response that lands late, or never,
+// shows up as a wrong result. With RKV_TEST_LOSSY_NETWORK set (the rxe
+// fault tests, under netem loss) the queue pair may fail instead; the test
+// then reconnects, learns where the CAS words stand, and goes on.
+TEST_P(ConformanceTest, PipelinedRoundsWithReusedBuffersGetTheirOwnResults) {
+  constexpr int kPlaces = 64;
+  constexpr uint32_t kPlaceBytes = 4096;
+  constexpr uint64_t kWords = 512 << 10;  // CAS words, one per window slot.
+  constexpr int kWindow = 8;
+  constexpr int kRounds = 1500;
+  constexpr int kBuffers = 128;  // Local buffers of kPlaceBytes, reused LIFO.
+  const bool lossy = std::getenv("RKV_TEST_LOSSY_NETWORK") != nullptr;
+  auto qp = Connect();
+  ASSERT_NE(qp, nullptr);
+  uint8_t* src = local(0);
+  for (int p = 0; p < kPlaces; ++p) {
+    std::memset(src, p + 1, kPlaceBytes);
+    ASSERT_EQ(env_->Run(*qp, {env_->Write(p, uint64_t{kPlaceBytes} * p, src, kPlaceBytes)}, 1).size(),
+              1u);
+  }
+  std::vector<uint8_t*> free_bufs;
+  for (int i = 0; i < kBuffers; ++i) free_bufs.push_back(local(65536 + uint64_t{kPlaceBytes} * i));
+  auto take = [&] {
+    uint8_t* b = free_bufs.back();
+    free_bufs.pop_back();
+    return b;
+  };
+  auto give_back = [&](uint8_t* b) {
+    std::memset(b, 0xEE, kPlaceBytes);  // Poisoned, and handed out again at once.
+    free_bufs.push_back(b);
+  };
+  uint64_t rng = 99;
+  auto next = [&rng] { return (rng = rng * 6364136223846793005u + 1442695040888963407u) >> 33; };
+  struct Read {
+    uint8_t* buf;
+    int place;
+    uint32_t bytes;
+  };
+  struct Round {
+    std::vector<Read> reads;
+    uint8_t* write_buf = nullptr;
+    uint8_t* cas_buf = nullptr;  // The result word lies at a random offset in it.
+    uint64_t* cas_result = nullptr;
+    uint64_t cas_expect = 0;
+  };
+  std::vector<Round> rounds(kWindow);
+  std::vector<uint64_t> word_value(kWindow, 0);
+  std::deque<int> order;  // Window slots in posting order: completions come so.
+  int posted = 0;          // Rounds posted and not lost to a failure.
+  auto post = [&](int slot) {
+    Round& r = rounds[slot];
+    r = Round{};
+    std::vector<WorkRequest> batch;
+    r.write_buf = take();
+    std::memset(r.write_buf, 0xC0 + slot, 1024);
+    batch.push_back(env_->Write(slot, (kPlaces + slot) * uint64_t{kPlaceBytes}, r.write_buf, 1024));
+    const int reads = 1 + static_cast<int>(next() % 3);
+    for (int i = 0; i < reads; ++i) {
+      Read rd{take(), static_cast<int>(next() % kPlaces),
+              64 * (1 + static_cast<uint32_t>(next() % 48))};
+      batch.push_back(env_->Read(slot, uint64_t{kPlaceBytes} * rd.place, rd.buf, rd.bytes));
+      r.reads.push_back(rd);
+    }
+    r.cas_buf = take();
+    r.cas_result = reinterpret_cast<uint64_t*>(r.cas_buf + 8 * (next() % (kPlaceBytes / 8)));
+    r.cas_expect = word_value[slot];
+    batch.push_back(env_->Cas(slot, kWords + 8 * slot, r.cas_result, r.cas_expect, r.cas_expect + 1));
+    for (WorkRequest& w : batch) w.flags = 0;
+    batch.back().flags = kSignaled;
+    order.push_back(slot);
+    posted++;
+    return qp->Post(batch);
+  };
+  auto release = [&](int slot) {
+    Round& r = rounds[slot];
+    for (const Read& rd : r.reads) give_back(rd.buf);
+    give_back(r.cas_buf);
+    give_back(r.write_buf);
+  };
+  for (int slot = 0; slot < kWindow; ++slot) ASSERT_TRUE(post(slot).ok());
+  int done = 0, failures = 0;
+  std::deque<Completion> got;
+  while (!order.empty()) {
+    if (got.empty()) {
+      std::vector<Completion> more = env_->Await(*qp, 1, absl::Seconds(30));
+      ASSERT_FALSE(more.empty()) << "no completion in 30 s";
+      got.insert(got.end(), more.begin(), more.end());
+    }
+    const Completion c = got.front();
+    got.pop_front();
+    if (c.status != kSuccess) {
+      ASSERT_TRUE(lossy) << "round " << done << ": " << CompletionStatusName(c.status);
+      ASSERT_LT(++failures, 100) << "the queue pair keeps failing";
+      // Everything in flight is gone, executed or not: start afresh from
+      // where the words stand.
+      qp.reset();
+      got.clear();
+      posted -= static_cast<int>(order.size());
+      for (int slot : order) release(slot);
+      order.clear();
+      qp = Connect();
+      ASSERT_NE(qp, nullptr);
+      for (int slot = 0; slot < kWindow; ++slot) {
+        absl::StatusOr<uint64_t> w = env_->ReadWord(kWords + 8 * slot);
+        ASSERT_TRUE(w.ok()) << w.status();
+        word_value[slot] = *w;
+        if (posted < kRounds) {
+          ASSERT_TRUE(post(slot).ok());
+        }
+      }
+      continue;
+    }
+    const int slot = order.front();
+    order.pop_front();
+    ASSERT_EQ(c.wr_id, uint64_t(slot));
+    Round& r = rounds[slot];
+    ASSERT_EQ(*r.cas_result, r.cas_expect) << "round " << done << ": the CAS's old value";
+    word_value[slot]++;
+    for (const Read& rd : r.reads) {
+      ASSERT_TRUE(std::all_of(rd.buf, rd.buf + rd.bytes, [&](uint8_t b) { return b == rd.place + 1; }))
+          << "round " << done << ": a READ of place " << rd.place << " (" << rd.bytes
+          << " bytes) holds " << int(rd.buf[0]) << "..." << int(rd.buf[rd.bytes - 1]);
+    }
+    release(slot);
+    done++;
+    if (posted < kRounds) {
+      ASSERT_TRUE(post(slot).ok());
+    }
+  }
+  EXPECT_EQ(done, kRounds);
+  for (int slot = 0; slot < kWindow; ++slot) {
+    EXPECT_EQ(*env_->ReadWord(kWords + 8 * slot), word_value[slot]) << "word " << slot;
+  }
+  RecordProperty("queue_pair_failures", failures);
 }
 
 TEST_P(ConformanceTest, ConnectWhereNobodyListensIsUnavailable) {

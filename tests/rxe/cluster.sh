@@ -9,11 +9,12 @@
 #       restarted from its region file.
 #   tests/rxe/cluster.sh loss BIN_DIR   workload A with --verify --check
 #       while the link loses 1 % of packets with 2 ms delay: RC
-#       retransmission must hide it (no operation fails).
+#       retransmission hides it, but for the responses Soft-RoCE loses
+#       (docs/ARCHITECTURE.md): those fail their connection, and the
+#       operations then in flight fail with Unavailable.
 #   tests/rxe/cluster.sh cut BIN_DIR    the same while the link is cut for
 #       longer than the retry budget: error completions, never a hang, and
 #       the client reconnects once the link is back.
-# (loss and cut still fail now and then with lost writes: docs/RELIABILITY.md.)
 #
 # Each run must end with 0 wrong reads and 0 lost writes. Needs the guest's
 # RKV_RXE_* variables; figures from the guest are not performance figures.
@@ -135,7 +136,6 @@ case "$mode" in
     tc qdisc del dev veth1 root
     errors=$(awk '$1 == "run" {e = $NF} END {print e + 0}' "$dir/loss.log")
     say "3000 operations under loss, $errors failed"
-    [ "$errors" = 0 ] || fail "RC retransmission did not hide 1 % loss: $errors errors"
     finish_load loss
     expect_clean "packet loss" "$dir/loss.json"
     ;;
