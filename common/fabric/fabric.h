@@ -68,7 +68,9 @@ class QueuePair {
   // In the error state posts succeed and every request completes kFlushed.
   virtual absl::Status Post(absl::Span<const WorkRequest> batch) = 0;
 
-  // Moves up to out.size() completions into `out` without blocking.
+  // Moves up to out.size() completions into `out` without blocking. A
+  // successful completion vouches for its request and every unsignaled one
+  // before it: their READ bytes and atomic old values are in their buffers.
   virtual size_t Poll(absl::Span<Completion> out) = 0;
 
   // Like Poll, but waits up to `timeout` for at least one completion.
