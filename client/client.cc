@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/kv_operation.h"
+#include "client/outcome.h"
 #include "client/session.h"
 #include "common/fabric/sim_network.h"
 #include "common/logging.h"
@@ -30,6 +31,16 @@ class ClientImpl final : public Client, public client_internal::Session {
   ~ClientImpl() override {
     if (absl::Status s = ReleaseFreeBlocks(); !s.ok()) {
       RKV_LOG(WARNING) << "freed blocks not handed back to the server (they stay unused): " << s;
+    }
+    // Every operation completes exactly once, even when the client is
+    // destroyed under it. The queue pair goes first (it is declared after
+    // the memory its requests land in).
+    const absl::Status closed = absl::CancelledError("the client was closed");
+    FailActive(closed);
+    while (!queued_.empty()) {
+      Pending p = std::move(queued_.front());
+      queued_.pop_front();
+      Finish(p, closed);
     }
   }
 
@@ -91,22 +102,27 @@ class ClientImpl final : public Client, public client_internal::Session {
   }
 
   void Complete(Pending& p);
+  // Runs `p`'s callback with `status`, marked as of unknown outcome if the
+  // operation had posted a CAS.
+  static void Finish(Pending& p, absl::Status status);
   // Hands the blocks this client freed (and the rest of its heap chunk)
   // back to the region's free pool, so that they outlive the client.
   absl::Status ReleaseFreeBlocks();
   absl::Status PushFreeBlocks(uint8_t size_class, const std::vector<uint64_t>& blocks);
   // Posts `wrs` (the last one signaled) and waits for their completion.
   absl::Status RunSync(std::vector<fabric::WorkRequest> wrs);
-  void FailActive(const absl::Status& status);
+  // Fails every active operation and drops the queue pair; returns how many.
+  size_t FailActive(const absl::Status& status);
   absl::Status Reconnect();
 
   const fabric::RemoteRegion region_;
   ClientOptions options_;
   bool real_clock_ = false;
   std::unique_ptr<fabric::Fabric> fabric_;
-  std::unique_ptr<fabric::QueuePair> qp_;
   std::vector<uint8_t> local_mem_;
   std::unique_ptr<fabric::MemoryRegion> local_;
+  // After the memory: destroyed first, so that nothing lands in freed memory.
+  std::unique_ptr<fabric::QueuePair> qp_;
   layout::Layout layout_;
   std::unique_ptr<client_internal::ScratchArena> arena_;
   std::unique_ptr<client_internal::HeapAllocator> heap_;
@@ -275,19 +291,28 @@ void ClientImpl::Complete(Pending& p) {
   }
 }
 
-void ClientImpl::FailActive(const absl::Status& status) {
+void ClientImpl::Finish(Pending& p, absl::Status status) {
+  if (p.op != nullptr && p.op->posted_cas()) {
+    status = client_internal::WithUnknownOutcome(std::move(status));
+  }
+  if (p.on_get) p.on_get(status);
+  if (p.on_done) p.on_done(status);
+}
+
+size_t ClientImpl::FailActive(const absl::Status& status) {
+  size_t failed = 0;
   for (Pending& p : active_) {
     if (p.op == nullptr) continue;
     p.op->round().clear();
-    // The operation's requests may or may not have executed.
     Pending done = std::move(p);
     p = Pending{};
     active_count_--;
-    if (done.on_get) done.on_get(status);
-    if (done.on_done) done.on_done(status);
+    Finish(done, status);
+    failed++;
   }
   past_counters_ = connection_counters();
   qp_.reset();
+  return failed;
 }
 
 size_t ClientImpl::Poll(absl::Duration timeout) {
@@ -300,8 +325,7 @@ size_t ClientImpl::Poll(absl::Duration timeout) {
       while (!queued_.empty()) {
         Pending p = std::move(queued_.front());
         queued_.pop_front();
-        if (p.on_get) p.on_get(s);
-        if (p.on_done) p.on_done(s);
+        Finish(p, s);
         finished++;
       }
       return finished;
@@ -344,15 +368,17 @@ size_t ClientImpl::Poll(absl::Duration timeout) {
     for (size_t k = 0; k < round.size(); ++k) {
       fabric::WorkRequest wr = round[k];
       wr.wr_id = (uint64_t{i} << 32) | k;
-      wr.flags = k + 1 == round.size() ? fabric::kSignaled : 0;
+      // Only the round's last request signals; other flags stay as set.
+      wr.flags &= ~fabric::kSignaled;
+      if (k + 1 == round.size()) wr.flags |= fabric::kSignaled;
       batch.push_back(wr);
     }
     round.clear();
   }
   if (!batch.empty()) {
     if (absl::Status s = qp_->Post(batch); !s.ok()) {
-      FailActive(absl::UnavailableError(absl::StrCat("posting to the server: ", s.message())));
-      return finished + 1;
+      return finished +
+             FailActive(absl::UnavailableError(absl::StrCat("posting to the server: ", s.message())));
     }
   }
   if (active_count_ == 0) return finished;
@@ -363,9 +389,9 @@ size_t ClientImpl::Poll(absl::Duration timeout) {
   }
   for (size_t k = 0; k < n; ++k) {
     if (cs[k].status != fabric::CompletionStatus::kSuccess) {
-      FailActive(absl::UnavailableError(absl::StrCat(
-          "connection to the server failed: ", fabric::CompletionStatusName(cs[k].status))));
-      return finished + 1;
+      return finished + FailActive(absl::UnavailableError(absl::StrCat(
+                            "connection to the server failed: ",
+                            fabric::CompletionStatusName(cs[k].status))));
     }
     Pending& p = active_[cs[k].wr_id >> 32];
     if (p.op == nullptr) continue;

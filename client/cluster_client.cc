@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "client/outcome.h"
 #include "common/hash.h"
 #include "common/logging.h"
 #include "proto/coordinator_stub.h"
@@ -28,6 +29,17 @@ class ClusterClient final : public Client {
       if (watch_ctx_ != nullptr) watch_ctx_->TryCancel();
     }
     if (watcher_.joinable()) watcher_.join();
+    // Every operation completes once: the region clients cancel theirs as
+    // they close, and so does this one.
+    servers_.clear();
+    draining_.clear();
+    for (Op& op : retries_) Fail(std::move(op), absl::CancelledError("the client was closed"));
+    retries_.clear();
+    while (!ready_.empty()) {
+      auto f = std::move(ready_.front());
+      ready_.pop_front();
+      f();
+    }
   }
 
   absl::Status Init() {
@@ -56,25 +68,19 @@ class ClusterClient final : public Client {
 
   size_t in_flight() const override {
     size_t n = ready_.size() + retries_.size();
-    for (const auto& [id, s] : servers_) {
-      if (s.client) n += s.client->in_flight();
-    }
+    ForEachClient([&n](const Client& c) { n += c.in_flight(); });
     return n;
   }
 
   OpCosts costs(OpType type) const override {
     OpCosts c = retired_costs_[static_cast<int>(type)];
-    for (const auto& [id, s] : servers_) {
-      if (s.client) Add(c, s.client->costs(type));
-    }
+    ForEachClient([&](const Client& client) { Add(c, client.costs(type)); });
     return c;
   }
 
   fabric::QueuePairCounters connection_counters() const override {
     fabric::QueuePairCounters c = retired_counters_;
-    for (const auto& [id, s] : servers_) {
-      if (s.client) Add(c, s.client->connection_counters());
-    }
+    ForEachClient([&c](const Client& client) { Add(c, client.connection_counters()); });
     return c;
   }
 
@@ -131,17 +137,36 @@ class ClusterClient final : public Client {
   void Adopt(const proto::ClusterMap& map);
   void SyncMap();
   void WatchLoop();
+  // The region clients of the map's servers, then those draining.
+  template <typename F>
+  void ForEachClient(F f) const {
+    for (const auto& [id, s] : servers_) {
+      if (s.client) f(*s.client);
+    }
+    for (const auto& c : draining_) f(*c);
+  }
+  // A server's region is gone (restarted, or left the map): its client
+  // drains, polled until its operations have completed (failed, mostly,
+  // and retried where that is safe), and only then closes.
   void Retire(Server& s) {
-    if (!s.client) return;
-    for (int t = 0; t < kOpTypes; ++t) Add(retired_costs_[t], s.client->costs(static_cast<OpType>(t)));
-    Add(retired_counters_, s.client->connection_counters());
-    s.client.reset();
+    if (s.client) draining_.push_back(std::move(s.client));
+  }
+  // Closes the draining clients that have nothing left in flight.
+  void CloseDrained() {
+    std::erase_if(draining_, [this](const std::unique_ptr<Client>& c) {
+      if (c->in_flight() > 0) return false;
+      for (int t = 0; t < kOpTypes; ++t) Add(retired_costs_[t], c->costs(static_cast<OpType>(t)));
+      Add(retired_counters_, c->connection_counters());
+      return true;
+    });
   }
 
   const ClientOptions options_;
   CoordinatorStub coord_;
   uint64_t epoch_ = 0;
+  bool warned_epoch_ = false;
   std::map<std::string, Server> servers_;
+  std::vector<std::unique_ptr<Client>> draining_;
   std::deque<std::function<void()>> ready_;
   std::deque<Op> retries_;
   OpCosts retired_costs_[kOpTypes];
@@ -156,7 +181,15 @@ class ClusterClient final : public Client {
 };
 
 void ClusterClient::Adopt(const proto::ClusterMap& map) {
-  if (map.epoch() < epoch_) return;  // Never go back to an older map.
+  if (map.epoch() < epoch_) {  // Never go back to an older map.
+    if (!warned_epoch_) {
+      RKV_LOG(WARNING) << "the coordinator's map went back from epoch " << epoch_ << " to "
+                       << map.epoch() << " (kvcoord restarted without --state_file?); "
+                       << "keeping the map of epoch " << epoch_ << " until a newer one comes";
+      warned_epoch_ = true;
+    }
+    return;
+  }
   epoch_ = map.epoch();
   std::map<std::string, Server> next;
   for (const proto::ServerInfo& info : map.servers()) {
@@ -235,9 +268,13 @@ void ClusterClient::Dispatch(Op op) {
     s->client = std::move(c).value();
   }
   // A failure that may come from a stale map (the server restarted with a
-  // new rkey) is retried once after refreshing the map.
+  // new rkey) is retried once after refreshing the map: a GET or PUT
+  // always (doing either twice is doing it once, later), an INSERT or
+  // DELETE only if its first attempt cannot have taken effect.
   auto retry = [this, op](const absl::Status& st) mutable {
     if (!absl::IsUnavailable(st) || op.retried) return false;
+    const bool idempotent = op.type == OpType::kGet || op.type == OpType::kPut;
+    if (!idempotent && client_internal::OutcomeUnknown(st)) return false;
     op.retried = true;
     retries_.push_back(std::move(op));
     return true;
@@ -287,9 +324,14 @@ size_t ClusterClient::Poll(absl::Duration timeout) {
     f();
     finished++;
   }
+  // Callbacks may dispatch and so retire clients; retired ones stay alive
+  // (draining) until CloseDrained below.
   std::vector<Client*> busy;
   for (auto& [id, s] : servers_) {
     if (s.client && s.client->in_flight() > 0) busy.push_back(s.client.get());
+  }
+  for (auto& c : draining_) {
+    if (c->in_flight() > 0) busy.push_back(c.get());
   }
   for (Client* c : busy) finished += c->Poll(absl::ZeroDuration());
   if (finished == 0 && timeout > absl::ZeroDuration() && !busy.empty()) {
@@ -299,6 +341,7 @@ size_t ClusterClient::Poll(absl::Duration timeout) {
       absl::SleepFor(std::min(timeout, absl::Microseconds(20)));
     }
   }
+  CloseDrained();
   return finished;
 }
 

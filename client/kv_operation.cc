@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "client/outcome.h"
 
 namespace rkv::client_internal {
 namespace {
@@ -71,6 +72,7 @@ void KvOperation::AddWrite(uint64_t off, const void* local, uint32_t len) {
   round_.push_back(WorkRequest::Write(0, local, len, s_.lkey(), s_.Remote(off), s_.rkey()));
 }
 void KvOperation::AddCas(uint64_t off, uint64_t* result, uint64_t expected, uint64_t desired) {
+  posted_cas_ = true;
   round_.push_back(
       WorkRequest::Cas(0, result, s_.lkey(), s_.Remote(off), s_.rkey(), expected, desired));
 }
@@ -79,6 +81,7 @@ void KvOperation::AddFaa(uint64_t off, uint64_t* result, uint64_t add) {
 }
 
 void KvOperation::Finish(absl::Status status) {
+  if (absl::IsUnavailable(status) && posted_cas_) status = WithUnknownOutcome(std::move(status));
   status_ = std::move(status);
   finished_ = true;
   round_.clear();

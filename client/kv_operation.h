@@ -52,6 +52,8 @@ class KvOperation {
   void OnPosted(absl::Time at);
 
   const OpCosts& costs() const { return costs_; }
+  // A CAS of this operation was posted: failed now, its outcome is unknown.
+  bool posted_cas() const { return posted_cas_; }
 
   // Ends the operation with `status`, posting nothing more.
   void Finish(absl::Status status);
@@ -111,6 +113,7 @@ class KvOperation {
   State state_ = State::kStart;
   bool blocked_ = false;
   bool finished_ = false;
+  bool posted_cas_ = false;
   absl::Status status_;
   std::string result_;
   OpCosts costs_;

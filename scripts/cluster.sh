@@ -54,7 +54,7 @@ start_server() {  # $1: id
 
 start_coordinator() {
   "$bin/kvcoord" --listen="$coordinator" --lease_ms="$lease_ms" --token_file="$dir/token" \
-    >>"$dir/kvcoord.log" 2>&1 &
+    --state_file="$dir/kvcoord.state" >>"$dir/kvcoord.log" 2>&1 &
   local pid=$!
   record_pid kvcoord "$pid"
   proc_wait_port "$pid" "$coordinator" ||

@@ -1,5 +1,12 @@
 #include "server/coordinator_service.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
@@ -40,9 +47,38 @@ grpc::Status ValidateRegion(const proto::RegionDescriptor& r) {
 
 }  // namespace
 
-CoordinatorService::CoordinatorService(std::string token, absl::Duration lease)
-    : token_(std::move(token)), lease_(lease) {
+CoordinatorService::CoordinatorService(std::string token, absl::Duration lease,
+                                       std::string state_file)
+    : token_(std::move(token)), lease_(lease), state_file_(std::move(state_file)) {
   lease_thread_ = std::thread([this] { LeaseLoop(); });
+}
+
+absl::Status CoordinatorService::Recover() {
+  if (state_file_.empty()) return absl::OkStatus();
+  std::ifstream in(state_file_, std::ios::binary);
+  if (!in) {
+    if (errno == ENOENT) return absl::OkStatus();
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot read ", state_file_, ": ", std::strerror(errno)));
+  }
+  proto::ClusterMap map;
+  if (!map.ParseFromIstream(&in) || map.epoch() == 0) {
+    return absl::DataLossError(absl::StrCat(
+        state_file_, " is not a kvcoord state file (or is damaged); move it away to start afresh"));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  const absl::Time now = absl::Now();
+  for (const proto::ServerInfo& s : map.servers()) {
+    Member& m = members_[s.id()];
+    m.info = s;
+    m.info.clear_last_heard_ms();
+    m.last_heard = now;  // Servers that were up get a whole lease to check in.
+  }
+  epoch_ = map.epoch();
+  ChangedLocked();
+  RKV_LOG(INFO) << "recovered " << members_.size() << " servers from " << state_file_
+                << "; epoch " << epoch_;
+  return absl::OkStatus();
 }
 
 CoordinatorService::~CoordinatorService() {
@@ -72,6 +108,21 @@ grpc::Status CoordinatorService::Authenticate(grpc::ServerContext* ctx, const ch
 void CoordinatorService::ChangedLocked() {
   epoch_++;
   changed_.notify_all();
+  if (state_file_.empty()) return;
+  // Written whole and renamed into place: a crash leaves the old file or
+  // the new one, never a torn one.
+  const std::string tmp = state_file_ + ".tmp";
+  std::string bytes;
+  MapLocked().SerializeToString(&bytes);
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  bool ok = fd >= 0 && ::write(fd, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()) &&
+            ::fsync(fd) == 0;
+  if (fd >= 0) ok &= ::close(fd) == 0;
+  ok = ok && ::rename(tmp.c_str(), state_file_.c_str()) == 0;
+  if (!ok) {
+    RKV_LOG(ERROR) << "cannot write " << state_file_ << ": " << std::strerror(errno)
+                   << "; a restart would forget epoch " << epoch_;
+  }
 }
 
 proto::ClusterMap CoordinatorService::MapLocked() const {

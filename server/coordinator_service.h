@@ -1,7 +1,12 @@
 // kvcoord's state and RPCs: who is in the cluster, where their regions are,
-// and whether their leases hold. All of it is soft state: a restarted
-// coordinator learns the cluster again from the servers' next heartbeats
-// (which come back NOT_FOUND and make each server register anew).
+// and whether their leases hold. With a state file the membership and the
+// map epoch survive a restart: the restarted coordinator serves the map it
+// had (servers that were up get a fresh lease to heartbeat in) with a newer
+// epoch, so clients follow it, and a server that is down meanwhile stays in
+// the map, down, instead of vanishing and having its keys routed elsewhere.
+// Without one, a restarted coordinator learns the cluster again from the
+// servers' next heartbeats (which come back NOT_FOUND and make each server
+// register anew), and its epochs start again from 1.
 #ifndef RKV_SERVER_COORDINATOR_SERVICE_H_
 #define RKV_SERVER_COORDINATOR_SERVICE_H_
 
@@ -11,6 +16,7 @@
 #include <string>
 #include <thread>
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "rkv/coordinator.grpc.pb.h"
 
@@ -21,8 +27,12 @@ inline constexpr char kTokenMetadata[] = "rkv-token";
 
 class CoordinatorService final : public proto::Coordinator::Service {
  public:
-  CoordinatorService(std::string token, absl::Duration lease);
+  CoordinatorService(std::string token, absl::Duration lease, std::string state_file = "");
   ~CoordinatorService() override;
+
+  // Loads the state file, if there is one; call before serving. A missing
+  // file is a first start; one that does not parse is an error.
+  absl::Status Recover();
 
   // Ends open watches; call before shutting the gRPC server down.
   void Stop();
@@ -47,11 +57,13 @@ class CoordinatorService final : public proto::Coordinator::Service {
 
   grpc::Status Authenticate(grpc::ServerContext* ctx, const char* method) const;
   proto::ClusterMap MapLocked() const;
+  // Bumps the epoch, wakes watchers, and writes the state file.
   void ChangedLocked();
   void LeaseLoop();
 
   const std::string token_;
   const absl::Duration lease_;
+  const std::string state_file_;
   mutable std::mutex mu_;
   std::condition_variable changed_;
   std::map<std::string, Member> members_;

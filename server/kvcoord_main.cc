@@ -1,6 +1,6 @@
 // kvcoord: rkv's control plane. Tracks the servers of a cluster (leases,
-// heartbeats) and serves the cluster map to clients. Its state is soft: a
-// restart loses nothing that the servers do not tell it again.
+// heartbeats) and serves the cluster map to clients. With --state_file its
+// membership and map epoch survive restarts.
 #include <csignal>
 #include <fstream>
 #include <iostream>
@@ -19,6 +19,11 @@ ABSL_FLAG(std::string, listen, "127.0.0.1:7400", "Address to serve gRPC on (port
 ABSL_FLAG(int, lease_ms, 3000,
           "A server that sends no heartbeat for this long is marked down.");
 ABSL_FLAG(std::string, port_file, "", "If set, write the port actually bound here.");
+ABSL_FLAG(std::string, state_file, "",
+          "Keep the membership and the map epoch in this file, so that a restarted kvcoord "
+          "serves the map it had and clients follow it. Without one, a restart forgets the "
+          "cluster until servers check in again, and running clients ignore the new map "
+          "until its epoch passes the old one.");
 
 namespace {
 volatile std::sig_atomic_t g_stop = 0;
@@ -27,7 +32,8 @@ volatile std::sig_atomic_t g_stop = 0;
 int main(int argc, char** argv) {
   rkv::ParseFlags(argc, argv,
                   "kvcoord: the rkv coordinator (membership, leases, cluster map).\n"
-                  "Usage: kvcoord [--listen=HOST:PORT] [--lease_ms=MS] [--token=T|--token_file=F]");
+                  "Usage: kvcoord [--listen=HOST:PORT] [--lease_ms=MS] [--state_file=F] "
+                  "[--token=T|--token_file=F]");
   if (absl::Status s = rkv::EnsureFileLimit(256); !s.ok()) {
     std::cerr << "kvcoord: " << s.message() << "\n";
     return 1;
@@ -42,7 +48,12 @@ int main(int argc, char** argv) {
     std::cerr << "kvcoord: --lease_ms must be between 50 and 600000\n";
     return 2;
   }
-  rkv::server::CoordinatorService service(*token, absl::Milliseconds(lease_ms));
+  rkv::server::CoordinatorService service(*token, absl::Milliseconds(lease_ms),
+                                          absl::GetFlag(FLAGS_state_file));
+  if (absl::Status s = service.Recover(); !s.ok()) {
+    std::cerr << "kvcoord: " << s.message() << "\n";
+    return 1;
+  }
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(absl::GetFlag(FLAGS_listen), grpc::InsecureServerCredentials(), &port);

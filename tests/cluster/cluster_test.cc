@@ -72,7 +72,8 @@ class ClusterTest : public ::testing::Test {
     unlink(port_file.c_str());
     coordinator_ = std::make_unique<Process>(std::vector<std::string>{
         RKV_KVCOORD, absl::StrCat("--listen=127.0.0.1:", port), absl::StrCat("--lease_ms=", kLeaseMs),
-        absl::StrCat("--token=", kToken), "--port_file=" + port_file});
+        absl::StrCat("--token=", kToken), "--port_file=" + port_file,
+        "--state_file=" + dir_ + "/coord.state"});
     for (int i = 0; i < 200 && port_ == 0; ++i) {
       std::ifstream in(port_file);
       in >> port_;
@@ -113,6 +114,31 @@ class ClusterTest : public ::testing::Test {
     int n = 0;
     for (const auto& s : m.servers()) n += s.state() == state;
     return n;
+  }
+
+  uint64_t Generation(const std::string& id) {
+    const proto::ClusterMap map = Map();
+    for (const auto& s : map.servers()) {
+      if (s.id() == id) return s.region().generation();
+    }
+    return 0;
+  }
+
+  // kill -9, start again on its region file, and wait until the map has
+  // it up with its new region.
+  void RestartServer(const std::string& id) {
+    const uint64_t generation = Generation(id);
+    servers_[id]->Kill(SIGKILL);
+    StartServer(id);
+    ASSERT_TRUE(WaitForMap([&](const proto::ClusterMap& m) {
+      for (const auto& s : m.servers()) {
+        if (s.id() == id && s.state() == proto::SERVER_STATE_UP &&
+            s.region().generation() != generation) {
+          return true;
+        }
+      }
+      return false;
+    })) << id << " did not come back";
   }
 
   std::unique_ptr<Client> OpenClient() {
@@ -228,6 +254,139 @@ TEST_F(ClusterTest, ClientsOutliveTheCoordinator) {
   auto fresh = OpenClient();
   ASSERT_NE(fresh, nullptr);
   EXPECT_EQ(*fresh->Get("during42"), "2");
+}
+
+// Every operation completes exactly once, even when the map changes under
+// it: here a server is killed and restarted from its region file (a new
+// generation and rkey) three times while 32 Puts stay in flight.
+TEST_F(ClusterTest, EveryOperationCompletesOnceWhileServersRestart) {
+  StartThree();
+  auto client = OpenClient();
+  ASSERT_NE(client, nullptr);
+  uint64_t issued = 0;
+  std::vector<int> calls;  // Per issued operation.
+  auto issue = [&] {
+    const uint64_t id = issued++;
+    calls.push_back(0);
+    client->PutAsync(absl::StrCat("k", id % 500), "v", [&calls, id](absl::Status) { calls[id]++; });
+  };
+  auto run_for = [&](absl::Duration d) {
+    const absl::Time end = absl::Now() + d;
+    while (absl::Now() < end) {
+      while (client->in_flight() < 32) issue();
+      client->Poll(absl::Milliseconds(1));
+    }
+  };
+  run_for(absl::Milliseconds(300));
+  for (int restart = 0; restart < 3; ++restart) {
+    const uint64_t generation = [&] {
+      const proto::ClusterMap map = Map();
+      for (const auto& s : map.servers()) {
+        if (s.id() == "s2") return s.region().generation();
+      }
+      return uint64_t{0};
+    }();
+    servers_["s2"]->Kill(SIGKILL);
+    StartServer("s2");
+    // Load goes on until the map has s2's new region, and a while after.
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    bool back = false;
+    while (!back && absl::Now() < deadline) {
+      run_for(absl::Milliseconds(50));
+      const proto::ClusterMap map = Map();
+      for (const auto& s : map.servers()) {
+        back |= s.id() == "s2" && s.state() == proto::SERVER_STATE_UP &&
+                s.region().generation() != generation;
+      }
+    }
+    ASSERT_TRUE(back) << "s2 did not come back";
+    run_for(absl::Milliseconds(300));
+  }
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (client->in_flight() > 0 && absl::Now() < deadline) client->Poll(absl::Milliseconds(10));
+  EXPECT_EQ(client->in_flight(), 0u);
+  int never = 0, twice = 0;
+  for (int c : calls) {
+    never += c == 0;
+    twice += c > 1;
+  }
+  EXPECT_EQ(never, 0) << "of " << issued << " operations, " << never << " never completed";
+  EXPECT_EQ(twice, 0) << "of " << issued << " operations, " << twice << " completed twice";
+}
+
+// A restarted coordinator (with its state file) goes on from the map it
+// had; clients must follow it, or a server that moved meanwhile stays
+// unreachable for them.
+TEST_F(ClusterTest, ClientsFollowARestartedCoordinator) {
+  StartThree();
+  auto client = OpenClient();
+  ASSERT_NE(client, nullptr);
+  constexpr int kKeys = 120;
+  for (int i = 0; i < kKeys; ++i) ASSERT_TRUE(client->Put(absl::StrCat("k", i), "v").ok());
+  // Map changes, so that the first coordinator's epoch is well ahead of
+  // where a new one starts.
+  for (int restart = 0; restart < 5; ++restart) {
+    RestartServer("s3");
+    (void)client->Get("k1");  // The client takes each new map.
+  }
+  coordinator_->Kill(SIGKILL);
+  const int port = port_;
+  port_ = 0;
+  StartCoordinator(port);
+  ASSERT_TRUE(WaitForMap([](const proto::ClusterMap& m) {
+    return CountState(m, proto::SERVER_STATE_UP) == 3;
+  }));
+  // s2 comes back on another port (it listens on port 0).
+  RestartServer("s2");
+  // Within a few seconds the running client reads every key again.
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  int failing = kKeys;
+  while (failing > 0 && absl::Now() < deadline) {
+    failing = 0;
+    for (int i = 0; i < kKeys; ++i) failing += !client->Get(absl::StrCat("k", i)).ok();
+  }
+  EXPECT_EQ(failing, 0) << "keys still unreachable through the running client";
+}
+
+// An INSERT or DELETE that may have executed is never retried: a retry
+// would answer AlreadyExists or NotFound for its own first attempt. With
+// requests failing at random (executed or not), a fresh key's INSERT is OK
+// or Unavailable, and an existing key's DELETE OK or Unavailable.
+TEST_F(ClusterTest, InsertAndDeleteAnswerNothingWrongWhenRequestsFail) {
+  StartThree();
+  ClientOptions o;
+  o.fabric.kind = fabric::FabricKind::kSoft;
+  o.cluster_token = kToken;
+  o.scratch_bytes = 4 << 20;
+  o.fabric.faults.fail_probability = 0.05;
+  o.fabric.faults.seed = 11;
+  auto flaky = Client::OpenCluster(address_, o);
+  ASSERT_TRUE(flaky.ok()) << flaky.status();
+  auto client = OpenClient();
+  ASSERT_NE(client, nullptr);
+  constexpr int kKeys = 400;
+  int wrong = 0, unavailable = 0;
+  for (int i = 0; i < kKeys; ++i) {
+    absl::Status s = (*flaky)->Insert(absl::StrCat("fresh", i), "v");
+    if (absl::IsUnavailable(s)) {
+      unavailable++;
+    } else if (!s.ok()) {
+      wrong++;
+      ADD_FAILURE() << "insert of fresh" << i << ": " << s;
+    }
+  }
+  for (int i = 0; i < kKeys; ++i) ASSERT_TRUE(client->Put(absl::StrCat("old", i), "v").ok());
+  for (int i = 0; i < kKeys; ++i) {
+    absl::Status s = (*flaky)->Delete(absl::StrCat("old", i));
+    if (absl::IsUnavailable(s)) {
+      unavailable++;
+    } else if (!s.ok()) {
+      wrong++;
+      ADD_FAILURE() << "delete of old" << i << ": " << s;
+    }
+  }
+  EXPECT_EQ(wrong, 0);
+  EXPECT_GT(unavailable, 0) << "no request failed: the test tested nothing";
 }
 
 TEST_F(ClusterTest, UnauthenticatedAndMalformedCallsAreRejected) {
