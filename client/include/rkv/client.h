@@ -79,6 +79,9 @@ class Client {
   // Keys of a server that is down fail fast with Unavailable.
   static absl::StatusOr<std::unique_ptr<Client>> OpenCluster(const std::string& coordinator,
                                                              const ClientOptions& options = {});
+  // Every operation's callback runs exactly once. Destroying a client runs
+  // those of operations still in flight, with Cancelled; they must not use
+  // the client.
   virtual ~Client() = default;
 
   // Synchronous operations: the asynchronous ones, driven until done (so
@@ -94,6 +97,10 @@ class Client {
 
   // Asynchronous forms: start the operation and return; `done` runs inside
   // a later Poll(). Errors in the arguments are reported through `done`.
+  // Unavailable means the operation failed on its way to the server or
+  // back: it may or may not have taken effect. A cluster client retries
+  // such a failure once where that is safe: GET and PUT always, INSERT and
+  // DELETE only when they cannot have taken effect.
   virtual void GetAsync(absl::string_view key, GetCallback done) = 0;
   virtual void PutAsync(absl::string_view key, absl::string_view value, DoneCallback done) = 0;
   virtual void InsertAsync(absl::string_view key, absl::string_view value,
