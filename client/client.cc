@@ -139,8 +139,17 @@ class ClientImpl final : public Client, public client_internal::Session {
 absl::Status ClientImpl::Reconnect() {
   fabric::QueuePairOptions qo;
   // Every active operation may post a full round at once.
-  qo.max_send_wr = std::max<uint32_t>(512, options_.max_outstanding * 40);
-  RKV_ASSIGN_OR_RETURN(qp_, fabric_->Connect(region_.endpoint, qo));
+  qo.max_send_wr = std::max<uint32_t>(
+      512, options_.max_outstanding * KvOperation::kMaxRoundRequests);
+  RKV_ASSIGN_OR_RETURN(std::unique_ptr<fabric::QueuePair> qp,
+                       fabric_->Connect(region_.endpoint, qo));
+  if (qp->limits().max_send_wr < qo.max_send_wr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the fabric grants a send queue of ", qp->limits().max_send_wr, " requests; ",
+        options_.max_outstanding, " operations in flight need ", qo.max_send_wr,
+        " (lower max_outstanding)"));
+  }
+  qp_ = std::move(qp);
   return absl::OkStatus();
 }
 
@@ -364,6 +373,7 @@ size_t ClientImpl::Poll(absl::Duration timeout) {
     }
     auto& round = p.op->round();
     if (round.empty()) continue;
+    RKV_CHECK(round.size() <= KvOperation::kMaxRoundRequests) << round.size() << " requests";
     p.op->OnPosted(now);
     for (size_t k = 0; k < round.size(); ++k) {
       fabric::WorkRequest wr = round[k];

@@ -33,6 +33,11 @@ namespace rkv::client_internal {
 
 class KvOperation {
  public:
+  // The most requests one round holds: a kill round's CASes (at most 29
+  // kills and a withdrawal), or one READ per block named by the two
+  // combined buckets' slots (28).
+  static constexpr uint32_t kMaxRoundRequests = 32;
+
   KvOperation(Session& session, OpType type, std::string key, std::string value);
   ~KvOperation();
   KvOperation(const KvOperation&) = delete;
