@@ -489,7 +489,6 @@ void KvOperation::Claim() {
   // the neighbouring main bucket, is left for when it is needed.
   const SlotSeen* best = nullptr;
   int best_free = 0;
-  const uint64_t index = s_.layout().index_offset;
   for (int b = 0; b < 2; ++b) {
     std::vector<const SlotSeen*> free, free_main;
     for (const SlotSeen& s : slots_) {
@@ -503,8 +502,7 @@ void KvOperation::Claim() {
       if (s.word == 0 && s.offset >= bucket_offset_[b] &&
           s.offset < bucket_offset_[b] + layout::kCombinedBucketBytes) {
         free.push_back(&s);
-        const bool overflow = (s.offset - index) % layout::kGroupBytes / layout::kBucketBytes == 1;
-        if (!overflow) free_main.push_back(&s);
+        if (!layout::IsOverflowSlot(s_.layout(), s.offset)) free_main.push_back(&s);
       }
     }
     if (static_cast<int>(free.size()) > best_free) {

@@ -112,17 +112,12 @@ RegionStats RegionServer::Stats() const {
   st.slots_total = layout_.slots();
   st.heap_bytes = layout_.heap_bytes;
   // Peers change these words concurrently: read them as the NIC does.
-  for (uint64_t g = 0; g < layout_.groups; ++g) {
-    const uint8_t* group = memory_ + layout_.group_offset(g);
-    for (uint64_t b = 0; b < 3; ++b) {
-      for (uint64_t i = 1; i <= layout::kSlotsPerBucket; ++i) {
-        auto* word = reinterpret_cast<uint64_t*>(const_cast<uint8_t*>(group + b * 64 + i * 8));
-        if (layout::IsCommitted(std::atomic_ref<uint64_t>(*word).load(std::memory_order_relaxed))) {
-          st.slots_used++;
-        }
-      }
+  layout::ForEachSlot(layout_, [&](uint64_t offset) {
+    auto* word = reinterpret_cast<uint64_t*>(memory_ + offset);
+    if (layout::IsCommitted(std::atomic_ref<uint64_t>(*word).load(std::memory_order_relaxed))) {
+      st.slots_used++;
     }
-  }
+  });
   auto* cursor =
       reinterpret_cast<uint64_t*>(memory_ + layout::HeaderOffsets::kHeapCursor);
   st.heap_used = std::min(std::atomic_ref<uint64_t>(*cursor).load(std::memory_order_relaxed),

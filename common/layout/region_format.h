@@ -195,6 +195,20 @@ inline uint64_t CombinedBucketOffset(const Layout& l, uint64_t g, uint32_t side)
 inline uint64_t SlotOffset(uint64_t bucket_offset, uint32_t i) {
   return bucket_offset + (i / kSlotsPerBucket) * kBucketBytes + 8 * (1 + i % kSlotsPerBucket);
 }
+// Whether the slot at `slot_offset` lies in its group's shared overflow
+// bucket (the middle one).
+inline bool IsOverflowSlot(const Layout& l, uint64_t slot_offset) {
+  return (slot_offset - l.index_offset) % kGroupBytes / kBucketBytes == 1;
+}
+// Calls f(region offset) for every slot of the index.
+template <typename F>
+void ForEachSlot(const Layout& l, F f) {
+  for (uint64_t g = 0; g < l.groups; ++g) {
+    for (uint64_t b = 0; b < kGroupBytes / kBucketBytes; ++b) {
+      for (uint64_t i = 1; i <= kSlotsPerBucket; ++i) f(l.group_offset(g) + b * kBucketBytes + 8 * i);
+    }
+  }
+}
 
 }  // namespace rkv::layout
 

@@ -3,6 +3,7 @@
 #include "common/layout/region_format.h"
 
 #include <cstring>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -129,6 +130,36 @@ TEST(HeaderTest, RoundTripsAndRefusesWhatIsNotARegion) {
         << byte;
   }
   EXPECT_FALSE(ParseHeader("short", 100).ok());
+}
+
+// Every slot once, none on a bucket header, a third in overflow buckets;
+// and a key's combined buckets are made of exactly these slots.
+TEST(IndexTest, SlotsAreWhereBucketsSayTheyAre) {
+  auto l = ComputeLayout(8 << 20, 0.25, 7);
+  ASSERT_TRUE(l.ok());
+  std::set<uint64_t> slots;
+  uint64_t overflow = 0;
+  ForEachSlot(*l, [&](uint64_t off) {
+    EXPECT_GE(off, l->index_offset);
+    EXPECT_LT(off, l->index_offset + l->groups * kGroupBytes);
+    EXPECT_NE((off - l->index_offset) % kBucketBytes, 0u) << "a bucket header";
+    EXPECT_EQ(off % 8, 0u);
+    slots.insert(off);
+    overflow += IsOverflowSlot(*l, off);
+  });
+  EXPECT_EQ(slots.size(), l->slots());
+  EXPECT_EQ(overflow * 3, l->slots());
+  for (uint64_t g : {uint64_t{0}, l->groups / 2, l->groups - 1}) {
+    for (uint32_t side : {0u, 1u}) {
+      const uint64_t bucket = CombinedBucketOffset(*l, g, side);
+      int in_overflow = 0;
+      for (uint32_t i = 0; i < kSlotsPerCombinedBucket; ++i) {
+        EXPECT_TRUE(slots.contains(SlotOffset(bucket, i)));
+        in_overflow += IsOverflowSlot(*l, SlotOffset(bucket, i));
+      }
+      EXPECT_EQ(in_overflow, static_cast<int>(kSlotsPerBucket));  // The shared half.
+    }
+  }
 }
 
 TEST(HeaderTest, LayoutArgumentsAreChecked) {
