@@ -21,20 +21,11 @@ constexpr int kFaaWord = kResultWords - 1;
 constexpr size_t kMaxKills = kResultWords - 3;  // Plus our own withdrawal.
 constexpr uint64_t kFixedScratch = 2 * layout::kCombinedBucketBytes + kResultWords * 8;
 
-// Decodes a block read from the heap; the test hook accepts blocks whose
-// checksum fails as long as their lengths fit.
 absl::StatusOr<layout::BlockView> DecodeRead(const uint8_t* buf, uint64_t bytes,
                                              bool skip_checksum) {
-  absl::string_view raw(reinterpret_cast<const char*>(buf), bytes);
-  absl::StatusOr<layout::BlockView> block = layout::DecodeBlock(raw);
-  if (block.ok() || !skip_checksum || bytes < layout::kBlockHeaderBytes) return block;
-  uint16_t klen;
-  uint32_t vlen;
-  std::memcpy(&klen, buf + 4, 2);
-  std::memcpy(&vlen, buf + 8, 4);
-  if (layout::kBlockHeaderBytes + uint64_t{klen} + vlen > bytes) return block;
-  return layout::BlockView{raw.substr(layout::kBlockHeaderBytes, klen),
-                           raw.substr(layout::kBlockHeaderBytes + klen, vlen)};
+  return layout::DecodeBlock(
+      absl::string_view(reinterpret_cast<const char*>(buf), bytes),
+      skip_checksum ? layout::BlockCheck::kLengthsOnly : layout::BlockCheck::kChecksum);
 }
 
 uint64_t Load64(const uint8_t* p) {

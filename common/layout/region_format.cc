@@ -178,7 +178,7 @@ void EncodeBlock(absl::string_view key, absl::string_view value, std::string* ou
   EncodeBlockInto(key, value, reinterpret_cast<uint8_t*>(out->data()));
 }
 
-absl::StatusOr<BlockView> DecodeBlock(absl::string_view bytes) {
+absl::StatusOr<BlockView> DecodeBlock(absl::string_view bytes, BlockCheck check) {
   if (bytes.size() < kBlockHeaderBytes) return absl::DataLossError("block truncated");
   const char* p = bytes.data();
   const uint64_t key_len = Get<uint16_t>(p, 4);
@@ -188,7 +188,7 @@ absl::StatusOr<BlockView> DecodeBlock(absl::string_view bytes) {
     return absl::DataLossError("block lengths out of range");
   }
   const uint64_t n = kBlockHeaderBytes + key_len + value_len;
-  if (Get<uint32_t>(p, 0) != Crc32c(bytes.substr(4, n - 4))) {
+  if (check == BlockCheck::kChecksum && Get<uint32_t>(p, 0) != Crc32c(bytes.substr(4, n - 4))) {
     return absl::DataLossError("block checksum mismatch");
   }
   return BlockView{bytes.substr(kBlockHeaderBytes, key_len),

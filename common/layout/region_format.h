@@ -138,7 +138,11 @@ struct BlockView {
 };
 // Decodes a block read from the heap. DataLoss when the checksum or the
 // lengths do not hold up: a torn read, or a block reused for another key.
-absl::StatusOr<BlockView> DecodeBlock(absl::string_view bytes);
+// kLengthsOnly skips the checksum: only for the test hook that shows what
+// the checksum prevents.
+enum class BlockCheck { kChecksum, kLengthsOnly };
+absl::StatusOr<BlockView> DecodeBlock(absl::string_view bytes,
+                                      BlockCheck check = BlockCheck::kChecksum);
 
 // ---- The free pool --------------------------------------------------------
 // Blocks a client freed go back to the region when the client closes, so

@@ -88,6 +88,22 @@ TEST(BlockTest, EveryCorruptedByteIsDetected) {
   }
 }
 
+// The test hook's decoding: the checksum is not looked at, the lengths are.
+TEST(BlockTest, LengthsOnlySkipsTheChecksumAlone) {
+  std::string block;
+  EncodeBlock("some-key", std::string(150, 'v'), &block);
+  std::string value_flipped = block;
+  value_flipped[kBlockHeaderBytes + 8 + 3] ^= 1;
+  EXPECT_FALSE(DecodeBlock(value_flipped).ok());
+  auto lax = DecodeBlock(value_flipped, BlockCheck::kLengthsOnly);
+  ASSERT_TRUE(lax.ok()) << lax.status();
+  EXPECT_EQ(lax->key, "some-key");
+  std::string too_long = block;
+  too_long[8] = static_cast<char>(0xFF);  // Value length past the block.
+  too_long[9] = static_cast<char>(0xFF);
+  EXPECT_FALSE(DecodeBlock(too_long, BlockCheck::kLengthsOnly).ok());
+}
+
 TEST(BlockTest, TornBlocksAreDetected) {
   // Two versions of one key, torn at every 8-byte boundary (the fabric
   // never tears an aligned word).
