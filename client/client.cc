@@ -37,11 +37,7 @@ class ClientImpl final : public Client, public client_internal::Session {
     // the memory its requests land in).
     const absl::Status closed = absl::CancelledError("the client was closed");
     FailActive(closed);
-    while (!queued_.empty()) {
-      Pending p = std::move(queued_.front());
-      queued_.pop_front();
-      Finish(p, closed);
-    }
+    FailQueued(closed);
   }
 
   absl::Status Init();
@@ -113,6 +109,8 @@ class ClientImpl final : public Client, public client_internal::Session {
   absl::Status RunSync(std::vector<fabric::WorkRequest> wrs);
   // Fails every active operation and drops the queue pair; returns how many.
   size_t FailActive(const absl::Status& status);
+  // Fails every operation not yet started; returns how many.
+  size_t FailQueued(const absl::Status& status);
   absl::Status Reconnect();
 
   const fabric::RemoteRegion region_;
@@ -324,6 +322,17 @@ size_t ClientImpl::FailActive(const absl::Status& status) {
   return failed;
 }
 
+size_t ClientImpl::FailQueued(const absl::Status& status) {
+  size_t failed = 0;
+  while (!queued_.empty()) {
+    Pending p = std::move(queued_.front());
+    queued_.pop_front();
+    Finish(p, status);
+    failed++;
+  }
+  return failed;
+}
+
 size_t ClientImpl::Poll(absl::Duration timeout) {
   size_t finished = 0;
   if (qp_ == nullptr) {
@@ -331,13 +340,7 @@ size_t ClientImpl::Poll(absl::Duration timeout) {
       // Whatever the fabric's reason, for an operation the server is
       // unreachable: never a code such as NotFound that a key could mean.
       s = absl::UnavailableError(absl::StrCat("connecting to the server: ", s.message()));
-      while (!queued_.empty()) {
-        Pending p = std::move(queued_.front());
-        queued_.pop_front();
-        Finish(p, s);
-        finished++;
-      }
-      return finished;
+      return FailQueued(s);
     }
   }
   // Start queued operations while there is room.

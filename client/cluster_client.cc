@@ -35,11 +35,7 @@ class ClusterClient final : public Client {
     draining_.clear();
     for (Op& op : retries_) Fail(std::move(op), absl::CancelledError("the client was closed"));
     retries_.clear();
-    while (!ready_.empty()) {
-      auto f = std::move(ready_.front());
-      ready_.pop_front();
-      f();
-    }
+    RunReady();
   }
 
   absl::Status Init() {
@@ -68,19 +64,19 @@ class ClusterClient final : public Client {
 
   size_t in_flight() const override {
     size_t n = ready_.size() + retries_.size();
-    ForEachClient([&n](const Client& c) { n += c.in_flight(); });
+    ForEachClient([&n](Client& c) { n += c.in_flight(); });
     return n;
   }
 
   OpCosts costs(OpType type) const override {
     OpCosts c = retired_costs_[static_cast<int>(type)];
-    ForEachClient([&](const Client& client) { Add(c, client.costs(type)); });
+    ForEachClient([&](Client& client) { Add(c, client.costs(type)); });
     return c;
   }
 
   fabric::QueuePairCounters connection_counters() const override {
     fabric::QueuePairCounters c = retired_counters_;
-    ForEachClient([&c](const Client& client) { Add(c, client.connection_counters()); });
+    ForEachClient([&c](Client& client) { Add(c, client.connection_counters()); });
     return c;
   }
 
@@ -111,6 +107,17 @@ class ClusterClient final : public Client {
     a.error_completions += b.error_completions;
   }
 
+  // Runs the completions Fail queued; returns how many.
+  size_t RunReady() {
+    size_t n = 0;
+    while (!ready_.empty()) {
+      auto f = std::move(ready_.front());
+      ready_.pop_front();
+      f();
+      n++;
+    }
+    return n;
+  }
   // Completes `op` with `s` inside the next Poll().
   void Fail(Op op, absl::Status s) {
     ready_.push_back([op = std::move(op), s = std::move(s)]() mutable {
@@ -137,7 +144,8 @@ class ClusterClient final : public Client {
   void Adopt(const proto::ClusterMap& map);
   void SyncMap();
   void WatchLoop();
-  // The region clients of the map's servers, then those draining.
+  // Calls f(Client&) for the region clients of the map's servers, then for
+  // those draining.
   template <typename F>
   void ForEachClient(F f) const {
     for (const auto& [id, s] : servers_) {
@@ -318,21 +326,13 @@ size_t ClusterClient::Poll(absl::Duration timeout) {
     retries_.clear();
     for (Op& op : again) Dispatch(std::move(op));
   }
-  while (!ready_.empty()) {
-    auto f = std::move(ready_.front());
-    ready_.pop_front();
-    f();
-    finished++;
-  }
+  finished += RunReady();
   // Callbacks may dispatch and so retire clients; retired ones stay alive
   // (draining) until CloseDrained below.
   std::vector<Client*> busy;
-  for (auto& [id, s] : servers_) {
-    if (s.client && s.client->in_flight() > 0) busy.push_back(s.client.get());
-  }
-  for (auto& c : draining_) {
-    if (c->in_flight() > 0) busy.push_back(c.get());
-  }
+  ForEachClient([&busy](Client& c) {
+    if (c.in_flight() > 0) busy.push_back(&c);
+  });
   for (Client* c : busy) finished += c->Poll(absl::ZeroDuration());
   if (finished == 0 && timeout > absl::ZeroDuration() && !busy.empty()) {
     if (busy.size() == 1) {

@@ -43,6 +43,17 @@ class ConformanceTest : public ::testing::TestWithParam<Backend> {
   }
 
   uint8_t* local(size_t offset = 0) { return env_->local_mem->data() + offset; }
+
+  // Remote place p (of `bytes` bytes, from offset p * bytes) filled with
+  // the byte p + 1.
+  void FillPlaces(QueuePair& qp, int places, uint32_t bytes) {
+    uint8_t* src = local(0);
+    for (int p = 0; p < places; ++p) {
+      std::memset(src, p + 1, bytes);
+      ASSERT_EQ(env_->Run(qp, {env_->Write(p, uint64_t{bytes} * p, src, bytes)}, 1).size(), 1u);
+    }
+  }
+
   std::unique_ptr<FabricTestEnv> env_;
 };
 
@@ -529,12 +540,7 @@ TEST_P(ConformanceTest, ReadsOfOneDoorbellLandInTheirOwnBuffers) {
   ASSERT_NE(qp, nullptr);
   constexpr int kPlaces = 64;
   constexpr uint32_t kPlaceBytes = 4096;
-  uint8_t* src = local(0);
-  for (int p = 0; p < kPlaces; ++p) {
-    std::memset(src, p + 1, kPlaceBytes);
-    ASSERT_EQ(env_->Run(*qp, {env_->Write(p, uint64_t{kPlaceBytes} * p, src, kPlaceBytes)}, 1).size(),
-              1u);
-  }
+  ASSERT_NO_FATAL_FAILURE(FillPlaces(*qp, kPlaces, kPlaceBytes));
   uint64_t rng = 12345;
   auto next = [&rng] { return (rng = rng * 6364136223846793005u + 1442695040888963407u) >> 33; };
   for (int round = 0; round < 200; ++round) {
@@ -580,12 +586,7 @@ TEST_P(ConformanceTest, PipelinedRoundsWithReusedBuffersGetTheirOwnResults) {
   const bool lossy = std::getenv("RKV_TEST_LOSSY_NETWORK") != nullptr;
   auto qp = Connect();
   ASSERT_NE(qp, nullptr);
-  uint8_t* src = local(0);
-  for (int p = 0; p < kPlaces; ++p) {
-    std::memset(src, p + 1, kPlaceBytes);
-    ASSERT_EQ(env_->Run(*qp, {env_->Write(p, uint64_t{kPlaceBytes} * p, src, kPlaceBytes)}, 1).size(),
-              1u);
-  }
+  ASSERT_NO_FATAL_FAILURE(FillPlaces(*qp, kPlaces, kPlaceBytes));
   std::vector<uint8_t*> free_bufs;
   for (int i = 0; i < kBuffers; ++i) free_bufs.push_back(local(65536 + uint64_t{kPlaceBytes} * i));
   auto take = [&] {
