@@ -63,8 +63,8 @@ fabric::FabricOptions ClientFabric(fabric::FabricOptions server) {
 
 absl::StatusOr<std::unique_ptr<Client>> NewClient(const server::RegionServer& server, bool cache) {
   ClientOptions o;
-  RKV_ASSIGN_OR_RETURN(o.fabric, fabric::FabricOptionsFromFlags());
-  o.fabric = ClientFabric(o.fabric);
+  RKV_ASSIGN_OR_RETURN(o.fabric_options, fabric::FabricOptionsFromFlags());
+  o.fabric_options = ClientFabric(o.fabric_options);
   o.cache_entries = cache ? 1 << 20 : 0;
   return Client::Open(server.address(), o);
 }

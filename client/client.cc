@@ -9,7 +9,6 @@
 #include "client/kv_operation.h"
 #include "client/outcome.h"
 #include "client/session.h"
-#include "common/fabric/sim_network.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "rkv/client.h"
@@ -21,8 +20,9 @@ using client_internal::KvOperation;
 
 class ClientImpl final : public Client, public client_internal::Session {
  public:
-  ClientImpl(const fabric::RemoteRegion& region, const ClientOptions& options)
-      : region_(region), options_(options) {
+  ClientImpl(const fabric::RemoteRegion& region, const ClientOptions& options,
+             const client_internal::BrokenProtocol& broken)
+      : region_(region), options_(options), broken_(broken) {
     real_clock_ = !options_.clock;
     if (real_clock_) options_.clock = [] { return absl::Now(); };
     options_.max_outstanding = std::max<uint32_t>(1, options_.max_outstanding);
@@ -45,6 +45,7 @@ class ClientImpl final : public Client, public client_internal::Session {
   // Session.
   const layout::Layout& layout() const override { return layout_; }
   const ClientOptions& options() const override { return options_; }
+  const client_internal::BrokenProtocol& broken() const override { return broken_; }
   absl::Time Now() const override { return options_.clock(); }
   uint64_t Remote(uint64_t off) const override { return region_.base + off; }
   uint32_t rkey() const override { return region_.rkey; }
@@ -115,8 +116,9 @@ class ClientImpl final : public Client, public client_internal::Session {
 
   const fabric::RemoteRegion region_;
   ClientOptions options_;
+  const client_internal::BrokenProtocol broken_;
   bool real_clock_ = false;
-  std::unique_ptr<fabric::Fabric> fabric_;
+  std::shared_ptr<fabric::Fabric> fabric_;
   std::vector<uint8_t> local_mem_;
   std::unique_ptr<fabric::MemoryRegion> local_;
   // After the memory: destroyed first, so that nothing lands in freed memory.
@@ -155,9 +157,11 @@ absl::Status ClientImpl::Init() {
   if (options_.scratch_bytes < (2u << 20) + 4096) {
     return absl::InvalidArgumentError("scratch_bytes must be at least 2 MiB");
   }
-  RKV_ASSIGN_OR_RETURN(fabric_, fabric::OpenFabric(options_.fabric));
-  // Replayable under the simulation's seed, distinct across clients.
-  rng_ = Rng(options_.fabric.sim ? options_.fabric.sim->NextSeed() : std::random_device()());
+  fabric_ = options_.fabric;
+  if (fabric_ == nullptr) {
+    RKV_ASSIGN_OR_RETURN(fabric_, fabric::OpenFabric(options_.fabric_options));
+  }
+  rng_ = Rng(options_.seed != 0 ? options_.seed : std::random_device()());
   local_mem_.resize(options_.scratch_bytes);
   RKV_ASSIGN_OR_RETURN(local_, fabric_->RegisterMemory(local_mem_.data(), local_mem_.size(),
                                                        fabric::kLocalWrite));
@@ -423,7 +427,13 @@ size_t ClientImpl::Poll(absl::Duration timeout) {
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Open(const fabric::RemoteRegion& region,
                                                      const ClientOptions& options) {
-  auto client = std::make_unique<ClientImpl>(region, options);
+  return client_internal::OpenBroken(region, options, {});
+}
+
+absl::StatusOr<std::unique_ptr<Client>> client_internal::OpenBroken(
+    const fabric::RemoteRegion& region, const ClientOptions& options,
+    const BrokenProtocol& broken) {
+  auto client = std::make_unique<ClientImpl>(region, options, broken);
   RKV_RETURN_IF_ERROR(client->Init());
   return std::unique_ptr<Client>(std::move(client));
 }

@@ -347,7 +347,7 @@ void KvOperation::OnBlocks() {
     uint8_t* buf = read_bufs_[i];
     const uint64_t bytes = layout::ClassBytes(Slot::Decode(c.word).size_class);
     absl::StatusOr<layout::BlockView> block =
-        DecodeRead(buf, bytes, s_.options().testing_skip_block_checksum);
+        DecodeRead(buf, bytes, s_.broken().skip_block_checksum);
     if (!block.ok()) {
       torn = true;
       continue;
@@ -511,7 +511,7 @@ void KvOperation::Claim() {
   ever_claimed_ = true;
   claim_attempt_ = best->offset;
   claimed_before_.push_back(best->offset);
-  if (s_.options().testing_skip_conflict_resolution) {
+  if (s_.broken().skip_conflict_resolution) {
     AddCas(best->offset, &words_[0], 0, my_committed_);
     state_ = State::kDirectCommit;
     return;
@@ -572,7 +572,7 @@ void KvOperation::OnCachedGet() {
   if (words_[0] == expected_ && buf != nullptr &&
       s_.Now() - round_posted_at_ <= s_.options().grace_period) {
     absl::StatusOr<layout::BlockView> block =
-        DecodeRead(buf, bytes, s_.options().testing_skip_block_checksum);
+        DecodeRead(buf, bytes, s_.broken().skip_block_checksum);
     if (block.ok() && block->key == key_) {
       result_ = std::string(block->value);
       s_.cache().Put(key_, {target_slot_, expected_, round_posted_at_});

@@ -125,7 +125,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   rkv::ClientOptions options;
-  options.fabric = *fabric_options;
+  options.fabric_options = *fabric_options;
   options.cluster_token = *token;
   options.scratch_bytes = 4 << 20;
   auto client = rkv::Client::OpenCluster(coordinator, options);

@@ -10,6 +10,7 @@
 #include "client/heap_allocator.h"
 #include "client/scratch_arena.h"
 #include "client/slot_cache.h"
+#include "client/testing.h"
 #include "common/layout/region_format.h"
 #include "common/random.h"
 #include "rkv/client.h"
@@ -21,6 +22,7 @@ class Session {
   virtual ~Session() = default;
   virtual const layout::Layout& layout() const = 0;
   virtual const ClientOptions& options() const = 0;
+  virtual const BrokenProtocol& broken() const = 0;
   virtual absl::Time Now() const = 0;
   // The remote address of a region offset.
   virtual uint64_t Remote(uint64_t region_offset) const = 0;

@@ -152,10 +152,11 @@ int main(int argc, char** argv) {
     auto token = rkv::ClusterTokenFromFlags(
         absl::StrCat(cluster_dir ? cluster_dir : "/tmp/rkv-cluster", "/token"));
     if (!token.ok()) return Fail(token.status());
-    auto fabric = rkv::fabric::FabricOptionsFromFlags();
+    // One fabric for every client thread, with --fabric_faults injected.
+    auto fabric = rkv::fabric::OpenFabricFromFlags();
     if (!fabric.ok()) return Fail(fabric.status());
     driver.rkv.cluster_token = *token;
-    driver.rkv.fabric = *fabric;
+    driver.rkv.fabric = std::move(fabric).value();
     driver.rkv.scratch_bytes = std::max<uint64_t>(
         4 << 20, 2 * static_cast<uint64_t>(config.outstanding) * (value_size + 4096));
   } else if (driver.kind == "memcached") {

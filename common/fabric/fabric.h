@@ -26,8 +26,6 @@
 
 namespace rkv::fabric {
 
-class SimNetwork;
-
 // Registered memory. Destroying it deregisters: afterwards remote requests
 // naming its rkey fail with kRemoteAccessError.
 class MemoryRegion {
@@ -98,35 +96,10 @@ const char* FabricKindName(FabricKind kind);
 // Parses "auto", "verbs" or "soft".
 absl::StatusOr<FabricKind> ParseFabricKind(absl::string_view text);
 
-// Faults the soft fabric injects into requests a node posts, each decided
-// per request from a seeded generator. Ignored by the verbs backend.
-struct FaultOptions {
-  uint64_t seed = 1;
-  // Delay the request's execution at the target by up to `max_delay`.
-  double delay_probability = 0;
-  absl::Duration max_delay = absl::Milliseconds(2);
-  // Break the connection: this request and all outstanding ones fail.
-  double drop_probability = 0;
-  // Fail one request with kRetryExceeded; it may or may not have executed
-  // at the target, just as when an acknowledgement is lost on hardware.
-  double fail_probability = 0;
-
-  bool any() const {
-    return delay_probability > 0 || drop_probability > 0 || fail_probability > 0;
-  }
-};
-// Parses "delay=0.01,drop=0.001,fail=0.001,max_delay=2ms,seed=7" (any
-// subset, in any order; "" is no faults).
-absl::StatusOr<FaultOptions> ParseFaultOptions(absl::string_view text);
-
 struct FabricOptions {
   FabricKind kind = FabricKind::kAuto;
   // verbs: the device to open (ibv_devices lists them); empty: the first.
   std::string rdma_device;
-  // soft: when set, queue pairs and listeners live in this in-process
-  // network, driven by its deterministic scheduler, instead of TCP.
-  std::shared_ptr<SimNetwork> sim;
-  FaultOptions faults;
 };
 
 struct ListenOptions {

@@ -14,8 +14,8 @@ class SimQueuePair final : public SoftQueuePair {
  public:
   SimQueuePair(std::shared_ptr<SimNetwork> net, std::shared_ptr<const MemoryTable> local,
                std::shared_ptr<const MemoryTable> target, uint64_t listener_id,
-               const QueuePairOptions& options, const FaultOptions& faults, uint64_t fault_seed)
-      : SoftQueuePair(std::move(local), options, faults, fault_seed),
+               const QueuePairOptions& options)
+      : SoftQueuePair(std::move(local), options),
         net_(std::move(net)),
         target_(std::move(target)),
         listener_id_(listener_id) {}
@@ -65,14 +65,6 @@ void SimQueuePair::Step(uint32_t chunk_bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   if (outstanding_.empty()) return;
   Pending& p = outstanding_.front();
-  if (p.drop) {
-    ConnectionLostLocked();
-    return;
-  }
-  if (p.delay_us > 0) {
-    p.delay_us--;  // A simulated delay is counted in steps.
-    return;
-  }
   const RemoteRequest req = p.remote();
   CompletionStatus status;
   switch (req.opcode) {
@@ -97,7 +89,6 @@ void SimQueuePair::Step(uint32_t chunk_bytes) {
     default:
       status = CompletionStatus::kRemoteInvalidRequest;
   }
-  if (status == CompletionStatus::kSuccess && p.lose_ack) status = CompletionStatus::kRetryExceeded;
   CompleteFrontLocked(status, req.length);
 }
 
@@ -148,7 +139,7 @@ absl::StatusOr<std::unique_ptr<Listener>> SimNetwork::Listen(
 
 absl::StatusOr<std::unique_ptr<QueuePair>> SimNetwork::Connect(
     std::shared_ptr<const MemoryTable> local, const Endpoint& endpoint,
-    const QueuePairOptions& options, const FaultOptions& faults, uint64_t fault_seed) {
+    const QueuePairOptions& options) {
   absl::string_view name = endpoint.address;
   if (!absl::ConsumePrefix(&name, "sim:")) {
     return absl::InvalidArgumentError(
@@ -166,7 +157,7 @@ absl::StatusOr<std::unique_ptr<QueuePair>> SimNetwork::Connect(
         absl::StrCat("connect ", endpoint.address, ": connection token rejected"));
   }
   auto qp = std::make_unique<SimQueuePair>(shared_from_this(), std::move(local), std::move(target),
-                                           it->second.id, options, faults, fault_seed);
+                                           it->second.id, options);
   queue_pairs_.push_back(qp.get());
   return std::unique_ptr<QueuePair>(std::move(qp));
 }

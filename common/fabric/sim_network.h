@@ -2,7 +2,7 @@
 // one seeded generator, so that a race or a failure found once replays
 // exactly from its seed.
 //
-// Fabrics opened with FabricOptions::sim = this network are its nodes:
+// The fabrics NewFabric() returns are its nodes:
 // their listeners and queue pairs live here instead of on TCP. Nothing runs
 // in the background. Requests advance only when some queue pair polls: each
 // Poll (and each round of Wait) runs a slice of scheduler steps, and each
@@ -55,15 +55,19 @@ class SimNetwork : public std::enable_shared_from_this<SimNetwork> {
   // Steps run so far.
   uint64_t steps() const;
 
-  // Node plumbing, used by the soft Fabric.
+  // A new node: a soft fabric whose listeners and queue pairs live in this
+  // network. It keeps the network alive.
+  std::unique_ptr<Fabric> NewFabric();
+  // A seed for a node's own choices (its keys, a client's generator), so
+  // that they too replay from the network's seed.
   uint64_t NextSeed();
+
+  // Node plumbing, used by the soft Fabric.
   absl::StatusOr<std::unique_ptr<Listener>> Listen(std::shared_ptr<const MemoryTable> table,
                                                    const ListenOptions& options);
   absl::StatusOr<std::unique_ptr<QueuePair>> Connect(std::shared_ptr<const MemoryTable> local,
                                                      const Endpoint& endpoint,
-                                                     const QueuePairOptions& options,
-                                                     const FaultOptions& faults,
-                                                     uint64_t fault_seed);
+                                                     const QueuePairOptions& options);
 
  private:
   friend class SimQueuePair;

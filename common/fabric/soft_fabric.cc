@@ -1,6 +1,5 @@
 #include "common/fabric/soft_fabric.h"
 
-#include <atomic>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -29,13 +28,11 @@ uint64_t EntropySeed() {
 
 class SoftFabric final : public Fabric {
  public:
-  explicit SoftFabric(const FabricOptions& options)
-      : options_(options),
+  explicit SoftFabric(std::shared_ptr<SimNetwork> sim)
+      : sim_(std::move(sim)),
         // Keys must differ across restarts (a stale rkey must not open the
         // new region), yet replay under the simulation's seed.
-        table_(std::make_shared<MemoryTable>(options.sim ? options.sim->NextSeed()
-                                                         : EntropySeed())),
-        fault_seed_base_(options.faults.seed * 0x9E3779B97F4A7C15ULL) {}
+        table_(std::make_shared<MemoryTable>(sim_ ? sim_->NextSeed() : EntropySeed())) {}
 
   FabricKind kind() const override { return FabricKind::kSoft; }
 
@@ -59,7 +56,7 @@ class SoftFabric final : public Fabric {
   }
 
   absl::StatusOr<std::unique_ptr<Listener>> Listen(const ListenOptions& options) override {
-    if (options_.sim) return options_.sim->Listen(table_, options);
+    if (sim_) return sim_->Listen(table_, options);
     return ListenSoftTcp(table_, options);
   }
 
@@ -68,24 +65,21 @@ class SoftFabric final : public Fabric {
     if (options.max_send_wr == 0) {
       return absl::InvalidArgumentError("Connect: max_send_wr must be positive");
     }
-    const uint64_t fault_seed = fault_seed_base_ + next_qp_.fetch_add(1);
-    if (options_.sim) {
-      return options_.sim->Connect(table_, endpoint, options, options_.faults, fault_seed);
-    }
-    return ConnectSoftTcp(table_, endpoint, options, options_.faults, fault_seed);
+    if (sim_) return sim_->Connect(table_, endpoint, options);
+    return ConnectSoftTcp(table_, endpoint, options);
   }
 
  private:
-  const FabricOptions options_;
+  const std::shared_ptr<SimNetwork> sim_;
   const std::shared_ptr<MemoryTable> table_;
-  const uint64_t fault_seed_base_;
-  std::atomic<uint64_t> next_qp_{0};
 };
 
 }  // namespace
 
-std::unique_ptr<Fabric> OpenSoftFabric(const FabricOptions& options) {
-  return std::make_unique<SoftFabric>(options);
+std::unique_ptr<Fabric> OpenSoftFabric(std::shared_ptr<SimNetwork> sim) {
+  return std::make_unique<SoftFabric>(std::move(sim));
 }
+
+std::unique_ptr<Fabric> SimNetwork::NewFabric() { return OpenSoftFabric(shared_from_this()); }
 
 }  // namespace rkv::fabric

@@ -1,5 +1,5 @@
-// The soft backend: a virtual NIC in software. Over TCP by default; in the
-// deterministic in-process network when FabricOptions::sim is set.
+// The soft backend: a virtual NIC in software, over TCP or, for a node of a
+// SimNetwork, in its deterministic in-process network.
 #ifndef RKV_COMMON_FABRIC_SOFT_FABRIC_H_
 #define RKV_COMMON_FABRIC_SOFT_FABRIC_H_
 
@@ -9,7 +9,10 @@
 
 namespace rkv::fabric {
 
-std::unique_ptr<Fabric> OpenSoftFabric(const FabricOptions& options);
+class SimNetwork;
+
+// `sim`: null for TCP.
+std::unique_ptr<Fabric> OpenSoftFabric(std::shared_ptr<SimNetwork> sim);
 
 }  // namespace rkv::fabric
 

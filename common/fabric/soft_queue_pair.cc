@@ -13,14 +13,11 @@ bool IsAtomic(Opcode op) { return op == Opcode::kCas64 || op == Opcode::kFaa64; 
 }  // namespace
 
 SoftQueuePair::SoftQueuePair(std::shared_ptr<const MemoryTable> local,
-                             const QueuePairOptions& options, const FaultOptions& faults,
-                             uint64_t fault_seed)
+                             const QueuePairOptions& options)
     : local_(std::move(local)),
       // The soft NIC has no hardware READ/atomic limit; it reports the
       // send-queue depth so callers that respect the limit still may batch.
-      limits_{options.max_send_wr, options.max_inline_data, options.max_send_wr},
-      faults_(faults),
-      fault_rng_(fault_seed) {}
+      limits_{options.max_send_wr, options.max_inline_data, options.max_send_wr} {}
 
 absl::Status SoftQueuePair::Post(absl::Span<const WorkRequest> batch) {
   std::vector<Pending> pending;
@@ -54,23 +51,6 @@ absl::Status SoftQueuePair::AdmitLocked(std::vector<Pending>& batch) {
   for (Pending& p : batch) {
     counters_.requests++;
     counters_.bytes += IsAtomic(p.wr.opcode) ? 8 : p.wr.length;
-    if (faults_.any() && p.refused == CompletionStatus::kSuccess) {
-      if (fault_rng_.Bernoulli(faults_.drop_probability)) {
-        p.drop = true;
-      } else if (fault_rng_.Bernoulli(faults_.fail_probability)) {
-        // Half the injected failures happen before the request executes,
-        // half after: a caller can never tell which from the completion.
-        if (fault_rng_.Uniform(2) == 0) {
-          p.refused = CompletionStatus::kRetryExceeded;
-        } else {
-          p.lose_ack = true;
-        }
-      }
-      if (fault_rng_.Bernoulli(faults_.delay_probability)) {
-        const uint64_t max_us = std::max<int64_t>(1, absl::ToInt64Microseconds(faults_.max_delay));
-        p.delay_us = static_cast<uint32_t>(1 + fault_rng_.Uniform(max_us));
-      }
-    }
     outstanding_.push_back(std::move(p));
   }
   if (error_) {

@@ -1,5 +1,5 @@
 // The initiator half of a soft-fabric queue pair: send queue, completion
-// queue, error state, counters and fault decisions. The TCP and simulated
+// queue, error state and counters. The TCP and simulated
 // transports derive from it and differ only in how requests reach the
 // target and how their results come back.
 #ifndef RKV_COMMON_FABRIC_SOFT_QUEUE_PAIR_H_
@@ -23,8 +23,7 @@ namespace rkv::fabric {
 
 class SoftQueuePair : public QueuePair {
  public:
-  SoftQueuePair(std::shared_ptr<const MemoryTable> local, const QueuePairOptions& options,
-                const FaultOptions& faults, uint64_t fault_seed);
+  SoftQueuePair(std::shared_ptr<const MemoryTable> local, const QueuePairOptions& options);
 
   absl::Status Post(absl::Span<const WorkRequest> batch) final;
   size_t Poll(absl::Span<Completion> out) override;
@@ -38,12 +37,9 @@ class SoftQueuePair : public QueuePair {
   struct Pending {
     WorkRequest wr;
     // Set when the NIC fails the request without executing it (a local
-    // protection error, or an injected failure). Requests after it are
-    // never sent: they are flushed once it reaches the front.
+    // protection error). Requests after it are never sent: they are
+    // flushed once it reaches the front.
     CompletionStatus refused = CompletionStatus::kSuccess;
-    bool lose_ack = false;  // Injected: executes, then fails as if unacknowledged.
-    bool drop = false;      // Injected: the connection breaks when it is reached.
-    uint32_t delay_us = 0;  // Injected: the target waits before executing.
     std::string inline_data;
     uint32_t progress = 0;  // Bytes executed so far (simulation).
 
@@ -85,8 +81,6 @@ class SoftQueuePair : public QueuePair {
 
   const std::shared_ptr<const MemoryTable> local_;
   const QueuePairLimits limits_;
-  const FaultOptions faults_;
-  Rng fault_rng_ ABSL_GUARDED_BY(mu_);
   std::deque<Completion> cq_ ABSL_GUARDED_BY(mu_);
   std::condition_variable cq_ready_;
   bool error_ ABSL_GUARDED_BY(mu_) = false;

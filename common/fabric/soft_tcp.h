@@ -17,7 +17,7 @@ absl::StatusOr<std::unique_ptr<Listener>> ListenSoftTcp(std::shared_ptr<const Me
 
 absl::StatusOr<std::unique_ptr<QueuePair>> ConnectSoftTcp(
     std::shared_ptr<const MemoryTable> local, const Endpoint& endpoint,
-    const QueuePairOptions& options, const FaultOptions& faults, uint64_t fault_seed);
+    const QueuePairOptions& options);
 
 }  // namespace rkv::fabric
 

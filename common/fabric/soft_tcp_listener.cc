@@ -162,7 +162,6 @@ void SoftTcpListener::Serve(Connection* c) {
       payload.resize(req.length);
       if (!ReadFull(fd, payload.data(), payload.size()).ok()) break;
     }
-    if (h->delay_us > 0) absl::SleepFor(absl::Microseconds(h->delay_us));
 
     wire::ResponseHeader resp;
     const size_t at = out.size();

@@ -18,8 +18,8 @@ namespace {
 class SoftTcpQueuePair final : public SoftQueuePair {
  public:
   SoftTcpQueuePair(std::shared_ptr<const MemoryTable> local, const QueuePairOptions& options,
-                   const FaultOptions& faults, uint64_t fault_seed, Fd fd)
-      : SoftQueuePair(std::move(local), options, faults, fault_seed), fd_(std::move(fd)) {
+                   Fd fd)
+      : SoftQueuePair(std::move(local), options), fd_(std::move(fd)) {
     receiver_ = std::thread([this] { ReceiveLoop(); });
   }
 
@@ -56,11 +56,7 @@ absl::Status SoftTcpQueuePair::Submit(std::vector<Pending> batch) {
     for (size_t i = first_new; i < outstanding_.size(); ++i) {
       const Pending& p = outstanding_[i];
       if (p.refused != CompletionStatus::kSuccess) break;  // Later ones flush behind it.
-      if (p.drop) {
-        drop = true;
-        break;
-      }
-      wire::RequestHeader h{p.remote(), p.delay_us};
+      wire::RequestHeader h{p.remote()};
       uint8_t header[wire::kRequestHeaderBytes];
       wire::EncodeRequestHeader(h, header);
       frames.append(reinterpret_cast<const char*>(header), sizeof(header));
@@ -84,8 +80,7 @@ bool SoftTcpQueuePair::ReceiveOne() {
   Pending* p = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!outstanding_.empty() && outstanding_.front().refused == CompletionStatus::kSuccess &&
-        !outstanding_.front().drop) {
+    if (!outstanding_.empty() && outstanding_.front().refused == CompletionStatus::kSuccess) {
       // Only this thread pops sent requests, so the pointer stays valid.
       p = &outstanding_.front();
     }
@@ -107,10 +102,9 @@ bool SoftTcpQueuePair::ReceiveOne() {
     std::memcpy(p->wr.local, &h->value, 8);
   }
   std::lock_guard<std::mutex> lock(mu_);
-  const CompletionStatus status = p->lose_ack ? CompletionStatus::kRetryExceeded : h->status;
-  CompleteFrontLocked(status, p->wr.length);
+  CompleteFrontLocked(h->status, p->wr.length);
   // After an error the target closes the connection; so do we.
-  return status == CompletionStatus::kSuccess;
+  return h->status == CompletionStatus::kSuccess;
 }
 
 void SoftTcpQueuePair::ReceiveLoop() {
@@ -125,7 +119,7 @@ void SoftTcpQueuePair::ReceiveLoop() {
 
 absl::StatusOr<std::unique_ptr<QueuePair>> ConnectSoftTcp(
     std::shared_ptr<const MemoryTable> local, const Endpoint& endpoint,
-    const QueuePairOptions& options, const FaultOptions& faults, uint64_t fault_seed) {
+    const QueuePairOptions& options) {
   RKV_ASSIGN_OR_RETURN(HostPort where, ParseHostPort(endpoint.address));
   RKV_ASSIGN_OR_RETURN(Fd fd, ConnectTcp(where, options.connect_timeout));
   const std::string what = absl::StrCat("soft fabric handshake with ", endpoint.address);
@@ -151,7 +145,7 @@ absl::StatusOr<std::unique_ptr<QueuePair>> ConnectSoftTcp(
       return absl::PermissionDeniedError(absl::StrCat(what, ": connection token rejected"));
   }
   return std::unique_ptr<QueuePair>(std::make_unique<SoftTcpQueuePair>(
-      std::move(local), options, faults, fault_seed, std::move(fd)));
+      std::move(local), options, std::move(fd)));
 }
 
 }  // namespace rkv::fabric

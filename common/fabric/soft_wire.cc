@@ -83,9 +83,8 @@ void EncodeRequestHeader(const RequestHeader& h, uint8_t out[kRequestHeaderBytes
   Put<uint32_t>(out, 4, h.request.length);
   Put<uint64_t>(out, 8, h.request.remote_addr);
   Put<uint32_t>(out, 16, h.request.rkey);
-  Put<uint32_t>(out, 20, h.delay_us);
-  Put<uint64_t>(out, 24, h.request.compare_add);
-  Put<uint64_t>(out, 32, h.request.swap);
+  Put<uint64_t>(out, 20, h.request.compare_add);
+  Put<uint64_t>(out, 28, h.request.swap);
 }
 
 absl::StatusOr<RequestHeader> DecodeRequestHeader(absl::string_view bytes) {
@@ -102,17 +101,13 @@ absl::StatusOr<RequestHeader> DecodeRequestHeader(absl::string_view bytes) {
   h.request.length = Get<uint32_t>(bytes, 4);
   h.request.remote_addr = Get<uint64_t>(bytes, 8);
   h.request.rkey = Get<uint32_t>(bytes, 16);
-  h.delay_us = Get<uint32_t>(bytes, 20);
-  h.request.compare_add = Get<uint64_t>(bytes, 24);
-  h.request.swap = Get<uint64_t>(bytes, 32);
+  h.request.compare_add = Get<uint64_t>(bytes, 20);
+  h.request.swap = Get<uint64_t>(bytes, 28);
   const bool atomic = h.request.opcode == Opcode::kCas64 || h.request.opcode == Opcode::kFaa64;
   if (atomic ? h.request.length != 8 : h.request.length > kMaxMessageBytes) {
     return absl::InvalidArgumentError(
         absl::StrCat("request: bad length ", h.request.length, " for ",
                      OpcodeName(h.request.opcode)));
-  }
-  if (h.delay_us > 10'000'000) {
-    return absl::InvalidArgumentError(absl::StrCat("request: delay of ", h.delay_us, " us"));
   }
   return h;
 }

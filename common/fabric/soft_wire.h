@@ -22,11 +22,11 @@
 namespace rkv::fabric::wire {
 
 inline constexpr uint32_t kHelloMagic = 0x46564B52;  // "RKVF"
-inline constexpr uint16_t kVersion = 1;
+inline constexpr uint16_t kVersion = 2;
 inline constexpr size_t kHelloFixedBytes = 8;
 inline constexpr size_t kMaxTokenBytes = 1024;
 inline constexpr size_t kHelloReplyBytes = 8;
-inline constexpr size_t kRequestHeaderBytes = 40;
+inline constexpr size_t kRequestHeaderBytes = 36;
 inline constexpr size_t kResponseHeaderBytes = 16;
 
 enum class HelloStatus : uint8_t { kOk = 0, kBadVersion = 1, kBadToken = 2 };
@@ -38,7 +38,6 @@ struct Hello {
 
 struct RequestHeader {
   RemoteRequest request;
-  uint32_t delay_us = 0;  // Injected fault: the target waits this long first.
 };
 
 struct ResponseHeader {

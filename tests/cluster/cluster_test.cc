@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/fabric/fabric.h"
+#include "common/fabric/faulty_fabric.h"
 #include "gtest/gtest.h"
 #include "proto/coordinator_stub.h"
 #include "rkv/client.h"
@@ -143,7 +144,7 @@ class ClusterTest : public ::testing::Test {
 
   std::unique_ptr<Client> OpenClient() {
     ClientOptions o;
-    o.fabric.kind = fabric::FabricKind::kSoft;
+    o.fabric_options.kind = fabric::FabricKind::kSoft;
     o.cluster_token = kToken;
     o.scratch_bytes = 4 << 20;
     auto c = Client::OpenCluster(address_, o);
@@ -355,11 +356,10 @@ TEST_F(ClusterTest, ClientsFollowARestartedCoordinator) {
 TEST_F(ClusterTest, InsertAndDeleteAnswerNothingWrongWhenRequestsFail) {
   StartThree();
   ClientOptions o;
-  o.fabric.kind = fabric::FabricKind::kSoft;
   o.cluster_token = kToken;
   o.scratch_bytes = 4 << 20;
-  o.fabric.faults.fail_probability = 0.05;
-  o.fabric.faults.seed = 11;
+  o.fabric = fabric::InjectFaults(*fabric::OpenFabric({.kind = fabric::FabricKind::kSoft}),
+                                  {.seed = 11, .fail_probability = 0.05});
   auto flaky = Client::OpenCluster(address_, o);
   ASSERT_TRUE(flaky.ok()) << flaky.status();
   auto client = OpenClient();

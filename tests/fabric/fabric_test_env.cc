@@ -37,7 +37,6 @@ absl::StatusOr<std::unique_ptr<FabricTestEnv>> FabricTestEnv::Create(Backend bac
     case Backend::kSoftSim:
       fo.kind = FabricKind::kSoft;
       env->sim = std::make_shared<SimNetwork>(options.sim_seed, options.sim);
-      fo.sim = env->sim;
       address = "target";
       break;
     case Backend::kVerbs: {
@@ -49,11 +48,18 @@ absl::StatusOr<std::unique_ptr<FabricTestEnv>> FabricTestEnv::Create(Backend bac
       break;
     }
   }
-  RKV_ASSIGN_OR_RETURN(env->target, OpenFabric(fo));
-  FabricOptions init = fo;
-  init.rdma_device = initiator_device;
-  init.faults = options.initiator_faults;
-  RKV_ASSIGN_OR_RETURN(env->initiator, OpenFabric(init));
+  if (env->sim != nullptr) {
+    env->target = env->sim->NewFabric();
+    env->initiator = env->sim->NewFabric();
+  } else {
+    RKV_ASSIGN_OR_RETURN(env->target, OpenFabric(fo));
+    FabricOptions init = fo;
+    init.rdma_device = initiator_device;
+    RKV_ASSIGN_OR_RETURN(env->initiator, OpenFabric(init));
+  }
+  if (options.initiator_faults.any()) {
+    env->initiator = InjectFaults(std::move(env->initiator), options.initiator_faults);
+  }
   env->remote_mem = std::make_unique<AlignedBuffer>(options.remote_bytes);
   env->local_mem = std::make_unique<AlignedBuffer>(options.local_bytes);
   RKV_ASSIGN_OR_RETURN(env->remote, env->target->RegisterMemory(env->remote_mem->data(),

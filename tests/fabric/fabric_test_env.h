@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/fabric/fabric.h"
+#include "common/fabric/faulty_fabric.h"
 #include "common/fabric/sim_network.h"
 
 namespace rkv::fabric::testing {

@@ -3,6 +3,7 @@
 
 #include "absl/strings/match.h"
 #include "common/fabric/fabric.h"
+#include "common/fabric/faulty_fabric.h"
 #include "gtest/gtest.h"
 
 namespace rkv::fabric {

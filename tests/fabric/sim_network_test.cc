@@ -67,58 +67,5 @@ TEST(SimNetworkTest, SameSeedReplaysTheSameInterleaving) {
   EXPECT_GT(outcomes.size(), 2u) << "seeds should explore different interleavings";
 }
 
-TEST(SimNetworkTest, InjectedFailuresMayOrMayNotHaveExecuted) {
-  // Every FAA fails with "retry exceeded"; whether it reached memory is the
-  // caller's problem, as with a lost acknowledgement on hardware.
-  int executed = 0, not_executed = 0;
-  for (uint64_t seed = 1; seed <= 40; ++seed) {
-    auto env = FabricTestEnv::Create(
-        Backend::kSoftSim, {.sim_seed = seed, .initiator_faults = {.seed = seed,
-                                                                    .fail_probability = 1.0}});
-    ASSERT_TRUE(env.ok()) << env.status();
-    auto qp = (*env)->Connect();
-    ASSERT_TRUE(qp.ok());
-    auto* old = reinterpret_cast<uint64_t*>((*env)->local_mem->data());
-    auto got = (*env)->Run(**qp, {(*env)->Faa(1, 0, old, 1)}, 1);
-    ASSERT_EQ(got.size(), 1u);
-    EXPECT_EQ(got[0].status, CompletionStatus::kRetryExceeded);
-    EXPECT_TRUE((*qp)->in_error());
-    const uint64_t word = *reinterpret_cast<uint64_t*>((*env)->remote_mem->data());
-    (word == 1 ? executed : not_executed)++;
-  }
-  EXPECT_GT(executed, 0);
-  EXPECT_GT(not_executed, 0);
-}
-
-TEST(SimNetworkTest, InjectedDropFailsEveryOutstandingRequest) {
-  auto env = FabricTestEnv::Create(
-      Backend::kSoftSim, {.initiator_faults = {.seed = 5, .drop_probability = 1.0}});
-  ASSERT_TRUE(env.ok());
-  auto qp = (*env)->Connect();
-  ASSERT_TRUE(qp.ok());
-  uint8_t* buf = (*env)->local_mem->data();
-  auto got = (*env)->Run(**qp, {(*env)->Read(1, 0, buf, 8), (*env)->Read(2, 0, buf, 8)}, 2);
-  ASSERT_EQ(got.size(), 2u);
-  EXPECT_EQ(got[0].status, CompletionStatus::kRetryExceeded);
-  EXPECT_EQ(got[1].status, CompletionStatus::kFlushed);
-}
-
-TEST(SimNetworkTest, DelaysReorderAcrossQueuePairsButNotWithinOne) {
-  auto env = FabricTestEnv::Create(
-      Backend::kSoftSim,
-      {.sim_seed = 9,
-       .initiator_faults = {.seed = 9, .delay_probability = 0.5, .max_delay = absl::Microseconds(50)}});
-  ASSERT_TRUE(env.ok());
-  auto qp = (*env)->Connect();
-  ASSERT_TRUE(qp.ok());
-  std::vector<WorkRequest> batch;
-  auto* olds = reinterpret_cast<uint64_t*>((*env)->local_mem->data());
-  for (int i = 0; i < 50; ++i) batch.push_back((*env)->Faa(i, 0, &olds[i], 1));
-  auto got = (*env)->Run(**qp, batch, 50);
-  ASSERT_EQ(got.size(), 50u);
-  for (int i = 0; i < 50; ++i) EXPECT_EQ(olds[i], uint64_t(i));  // Still in order.
-  EXPECT_GT((*env)->sim->steps(), 50u);  // Delays cost steps.
-}
-
 }  // namespace
 }  // namespace rkv::fabric::testing

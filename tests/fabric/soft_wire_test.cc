@@ -11,7 +11,6 @@ namespace {
 TEST(SoftWireTest, RequestHeaderRoundTrips) {
   RequestHeader h;
   h.request = {Opcode::kCas64, 8, 0x7F00DEADBEEF, 0xCAFEBABE, 17, 42};
-  h.delay_us = 250;
   uint8_t raw[kRequestHeaderBytes];
   EncodeRequestHeader(h, raw);
   auto back = DecodeRequestHeader({reinterpret_cast<char*>(raw), sizeof(raw)});
@@ -22,7 +21,6 @@ TEST(SoftWireTest, RequestHeaderRoundTrips) {
   EXPECT_EQ(back->request.rkey, 0xCAFEBABEu);
   EXPECT_EQ(back->request.compare_add, 17u);
   EXPECT_EQ(back->request.swap, 42u);
-  EXPECT_EQ(back->delay_us, 250u);
 }
 
 TEST(SoftWireTest, ResponseHeaderRoundTrips) {

@@ -18,9 +18,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     w::EncodeRequestHeader(*req, out);
     auto again = w::DecodeRequestHeader(
         absl::string_view(reinterpret_cast<const char*>(out), sizeof(out)));
-    if (!again.ok() || again->delay_us != req->delay_us ||
-        again->request.remote_addr != req->request.remote_addr ||
-        again->request.length != req->request.length) {
+    if (!again.ok() || again->request.remote_addr != req->request.remote_addr ||
+        again->request.length != req->request.length ||
+        again->request.swap != req->request.swap) {
       __builtin_trap();
     }
   }

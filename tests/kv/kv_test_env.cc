@@ -23,7 +23,6 @@ absl::StatusOr<std::unique_ptr<KvTestEnv>> KvTestEnv::Create(
   server::RegionServerOptions so = server_options;
   if (backend == KvBackend::kSoftSim) {
     env->sim = std::make_shared<fabric::SimNetwork>(sim_seed);
-    fo.sim = env->sim;
     so.listen_address = "server";
   } else if (backend == KvBackend::kVerbs) {
     RKV_ASSIGN_OR_RETURN(fabric::testing::VerbsTestSetup setup,
@@ -33,16 +32,20 @@ absl::StatusOr<std::unique_ptr<KvTestEnv>> KvTestEnv::Create(
     so.listen_address = setup.address;
     env->client_rdma_device = setup.initiator_device;
   }
-  RKV_ASSIGN_OR_RETURN(env->server_fabric, fabric::OpenFabric(fo));
+  if (env->sim != nullptr) {
+    env->server_fabric = env->sim->NewFabric();
+  } else {
+    RKV_ASSIGN_OR_RETURN(env->server_fabric, fabric::OpenFabric(fo));
+  }
   RKV_ASSIGN_OR_RETURN(env->server, server::RegionServer::Create(*env->server_fabric, so));
   return env;
 }
 
 ClientOptions KvTestEnv::client_options() const {
   ClientOptions o;
-  o.fabric.kind = backend == KvBackend::kVerbs ? fabric::FabricKind::kVerbs
-                                               : fabric::FabricKind::kSoft;
-  o.fabric.rdma_device = client_rdma_device;
+  o.fabric_options.kind = backend == KvBackend::kVerbs ? fabric::FabricKind::kVerbs
+                                                       : fabric::FabricKind::kSoft;
+  o.fabric_options.rdma_device = client_rdma_device;
   if (backend == KvBackend::kVerbs) {
     // rxe in an emulated guest moves a MiB in hundreds of milliseconds, and
     // a reader whose block read outlasts the grace period starts over.
@@ -50,7 +53,9 @@ ClientOptions KvTestEnv::client_options() const {
   }
   o.scratch_bytes = 4 << 20;
   if (sim != nullptr) {
-    o.fabric.sim = sim;
+    // A node of its own, and its choices drawn from the simulation's seed.
+    o.fabric = sim->NewFabric();
+    o.seed = sim->NextSeed();
     // Simulated time: one scheduler step is one microsecond.
     std::shared_ptr<fabric::SimNetwork> net = sim;
     o.clock = [net] { return absl::UnixEpoch() + absl::Microseconds(net->steps()); };

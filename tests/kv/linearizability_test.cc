@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "client/testing.h"
+#include "common/fabric/faulty_fabric.h"
 #include "common/layout/region_format.h"
 #include "common/random.h"
 #include "gtest/gtest.h"
@@ -77,7 +79,7 @@ void IssueRandom(Client& client, int client_id, int seq, Rng& rng, const Workloa
 // Runs the workload on the deterministic fabric; one thread drives every
 // client, so the seed fixes the whole history.
 std::vector<lin::Operation> RunSimulated(uint64_t seed, const Workload& w,
-                                         const ClientOptions& tweaks = {},
+                                         const client_internal::BrokenProtocol& broken = {},
                                          const fabric::FaultOptions& faults = {}) {
   auto env = KvTestEnv::Create(KvBackend::kSoftSim,
                                {.region_bytes = 4 << 20, .index_share = 0.25}, seed);
@@ -85,15 +87,22 @@ std::vector<lin::Operation> RunSimulated(uint64_t seed, const Workload& w,
   std::vector<std::unique_ptr<Client>> clients;
   for (int c = 0; c < w.clients; ++c) {
     ClientOptions o = (*env)->client_options();
-    o.testing_skip_conflict_resolution = tweaks.testing_skip_conflict_resolution;
-    o.testing_skip_block_checksum = tweaks.testing_skip_block_checksum;
-    o.fabric.faults = faults;
-    o.fabric.faults.seed = seed * 31 + c;
+    fabric::FaultOptions f = faults;
+    f.seed = seed * 31 + c;
+    // Delays in simulated time, which also ticks as the client polls, so
+    // that held requests come due when nothing else runs.
+    auto clock = [net = (*env)->sim, ticks = std::make_shared<int64_t>(0)] {
+      return absl::UnixEpoch() + absl::Microseconds(net->steps() + (*ticks)++);
+    };
+    const auto open = [&] {
+      if (faults.any()) o.fabric = fabric::InjectFaults((*env)->sim->NewFabric(), f, clock);
+      return client_internal::OpenBroken((*env)->server->address(), o, broken);
+    };
     // Opening reads the region header, which a fault may fail too.
-    auto client = (*env)->NewClient(o);
+    auto client = open();
     for (int attempt = 0; !client.ok() && faults.any() && attempt < 20; ++attempt) {
-      o.fabric.faults.seed += 1000;  // Same seed, same fault: draw another.
-      client = (*env)->NewClient(o);
+      f.seed += 1000;  // Same seed, same fault: draw another.
+      client = open();
     }
     EXPECT_TRUE(client.ok()) << client.status();
     clients.push_back(std::move(client).value());
@@ -278,8 +287,8 @@ TEST(LinearizabilityTest, CheckerCatchesInsertsWithoutConflictResolution) {
   w.weights[1] = 0;
   w.weights[2] = 5;
   w.weights[3] = 3;
-  ClientOptions broken;
-  broken.testing_skip_conflict_resolution = true;
+  client_internal::BrokenProtocol broken;
+  broken.skip_conflict_resolution = true;
   int caught = 0;
   for (uint64_t seed = 1; seed <= 150 && caught == 0; ++seed) {
     if (!lin::Check(RunSimulated(seed, w, broken)).linearizable) caught++;
@@ -299,10 +308,10 @@ lin::CheckResult RunTornBlockRace(uint64_t seed, bool skip_checksum) {
   auto env = KvTestEnv::Create(KvBackend::kSoftSim, {.region_bytes = 1 << 20}, seed);
   EXPECT_TRUE(env.ok());
   ClientOptions o = (*env)->client_options();
-  o.testing_skip_block_checksum = skip_checksum;
   o.cache_entries = 0;
-  auto writer = (*env)->NewClient(o);
-  auto reader = (*env)->NewClient(o);
+  const client_internal::BrokenProtocol broken{.skip_block_checksum = skip_checksum};
+  auto writer = client_internal::OpenBroken((*env)->server->address(), o, broken);
+  auto reader = client_internal::OpenBroken((*env)->server->address(), o, broken);
   EXPECT_TRUE(writer.ok() && reader.ok());
   lin::HistoryRecorder rec;
   const std::string v1(1000, 'a'), v2(1000, 'b');
@@ -311,11 +320,11 @@ lin::CheckResult RunTornBlockRace(uint64_t seed, bool skip_checksum) {
   rec.Respond(id, lin::Outcome::kOk);
 
   // Find the block through the index, as any peer could.
-  auto rogue_fabric = fabric::OpenFabric({.kind = fabric::FabricKind::kSoft, .sim = (*env)->sim});
+  std::unique_ptr<fabric::Fabric> rogue_fabric = (*env)->sim->NewFabric();
   std::vector<uint8_t> mem(1 << 20);
-  auto local = (*rogue_fabric)->RegisterMemory(mem.data(), mem.size(), fabric::kLocalWrite);
+  auto local = rogue_fabric->RegisterMemory(mem.data(), mem.size(), fabric::kLocalWrite);
   const fabric::RemoteRegion region = (*env)->server->address();
-  auto qp = (*rogue_fabric)->Connect(region.endpoint);
+  auto qp = rogue_fabric->Connect(region.endpoint);
   EXPECT_TRUE(qp.ok());
   fabric::Completion c;
   EXPECT_TRUE((*qp)->Post({fabric::WorkRequest::Read(1, mem.data(), region.length,

@@ -25,7 +25,12 @@
 namespace rkv {
 
 struct ClientOptions {
-  fabric::FabricOptions fabric;
+  // The fabric to reach servers through. Clients may share one (it is
+  // thread-safe). Tests pass a node of a simulated network, or a fabric
+  // that injects faults. Unset: the client opens its own, as
+  // `fabric_options` say.
+  std::shared_ptr<fabric::Fabric> fabric;
+  fabric::FabricOptions fabric_options;
   // The cluster token: sent to the coordinator and in fabric handshakes.
   std::string cluster_token;
   // Operations in flight at once; more are queued.
@@ -43,11 +48,9 @@ struct ClientOptions {
   uint64_t scratch_bytes = 8 << 20;
   // Time source; tests on the deterministic fabric pass a simulated one.
   std::function<absl::Time()> clock;
-
-  // Test hooks that break the protocol on purpose, so that the tests can
-  // show the linearizability checker catches what they break.
-  bool testing_skip_conflict_resolution = false;
-  bool testing_skip_block_checksum = false;
+  // Seeds the choice among free slots (0: a random seed). Runs on the
+  // deterministic fabric replay when it is fixed.
+  uint64_t seed = 0;
 };
 
 enum class OpType { kGet = 0, kPut = 1, kInsert = 2, kDelete = 3 };
