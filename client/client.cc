@@ -1,11 +1,14 @@
-// The client: a queue pair to the server, local scratch memory, and the
-// loop that runs operations' rounds with shared doorbells.
+// A session with one server's region: its queue pair, layout and heap
+// allocator on the client's shared resources, and the loop that runs
+// operations' rounds with shared doorbells.
+#include <atomic>
 #include <deque>
 #include <memory>
 #include <random>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "client/client_resources.h"
 #include "client/kv_operation.h"
 #include "client/outcome.h"
 #include "client/session.h"
@@ -16,13 +19,21 @@
 namespace rkv {
 namespace {
 
+using client_internal::ClientResources;
 using client_internal::KvOperation;
+
+std::atomic<uint64_t> next_region_id{1};
 
 class ClientImpl final : public Client, public client_internal::Session {
  public:
   ClientImpl(const fabric::RemoteRegion& region, const ClientOptions& options,
-             const client_internal::BrokenProtocol& broken)
-      : region_(region), options_(options), broken_(broken) {
+             const client_internal::BrokenProtocol& broken,
+             std::shared_ptr<ClientResources> resources)
+      : resources_(std::move(resources)),
+        region_(region),
+        region_id_(next_region_id.fetch_add(1)),
+        options_(options),
+        broken_(broken) {
     real_clock_ = !options_.clock;
     if (real_clock_) options_.clock = [] { return absl::Now(); };
     options_.max_outstanding = std::max<uint32_t>(1, options_.max_outstanding);
@@ -33,8 +44,8 @@ class ClientImpl final : public Client, public client_internal::Session {
       RKV_LOG(WARNING) << "freed blocks not handed back to the server (they stay unused): " << s;
     }
     // Every operation completes exactly once, even when the client is
-    // destroyed under it. The queue pair goes first (it is declared after
-    // the memory its requests land in).
+    // destroyed under it. The queue pair goes first; the memory its
+    // requests land in is the resources', which outlive it.
     const absl::Status closed = absl::CancelledError("the client was closed");
     FailActive(closed);
     FailQueued(closed);
@@ -49,10 +60,11 @@ class ClientImpl final : public Client, public client_internal::Session {
   absl::Time Now() const override { return options_.clock(); }
   uint64_t Remote(uint64_t off) const override { return region_.base + off; }
   uint32_t rkey() const override { return region_.rkey; }
-  uint32_t lkey() const override { return local_->lkey(); }
-  client_internal::ScratchArena& scratch() override { return *arena_; }
+  uint64_t region_id() const override { return region_id_; }
+  uint32_t lkey() const override { return resources_->lkey(); }
+  client_internal::ScratchArena& scratch() override { return resources_->scratch(); }
   client_internal::HeapAllocator& heap() override { return *heap_; }
-  client_internal::SlotCache& cache() override { return *cache_; }
+  client_internal::SlotCache& cache() override { return resources_->cache(); }
   Rng& rng() override { return rng_; }
 
   // Client.
@@ -114,19 +126,16 @@ class ClientImpl final : public Client, public client_internal::Session {
   size_t FailQueued(const absl::Status& status);
   absl::Status Reconnect();
 
+  // First: destroyed last, after the queue pair that writes its memory.
+  const std::shared_ptr<ClientResources> resources_;
   const fabric::RemoteRegion region_;
+  const uint64_t region_id_;
   ClientOptions options_;
   const client_internal::BrokenProtocol broken_;
   bool real_clock_ = false;
-  std::shared_ptr<fabric::Fabric> fabric_;
-  std::vector<uint8_t> local_mem_;
-  std::unique_ptr<fabric::MemoryRegion> local_;
-  // After the memory: destroyed first, so that nothing lands in freed memory.
   std::unique_ptr<fabric::QueuePair> qp_;
   layout::Layout layout_;
-  std::unique_ptr<client_internal::ScratchArena> arena_;
   std::unique_ptr<client_internal::HeapAllocator> heap_;
-  std::unique_ptr<client_internal::SlotCache> cache_;
 
   std::deque<Pending> queued_;
   std::vector<Pending> active_;  // Indexed by the wr_id's high half.
@@ -142,7 +151,7 @@ absl::Status ClientImpl::Reconnect() {
   qo.max_send_wr = std::max<uint32_t>(
       512, options_.max_outstanding * KvOperation::kMaxRoundRequests);
   RKV_ASSIGN_OR_RETURN(std::unique_ptr<fabric::QueuePair> qp,
-                       fabric_->Connect(region_.endpoint, qo));
+                       resources_->fabric().Connect(region_.endpoint, qo));
   if (qp->limits().max_send_wr < qo.max_send_wr) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the fabric grants a send queue of ", qp->limits().max_send_wr, " requests; ",
@@ -154,38 +163,24 @@ absl::Status ClientImpl::Reconnect() {
 }
 
 absl::Status ClientImpl::Init() {
-  if (options_.scratch_bytes < (2u << 20) + 4096) {
-    return absl::InvalidArgumentError("scratch_bytes must be at least 2 MiB");
-  }
-  fabric_ = options_.fabric;
-  if (fabric_ == nullptr) {
-    RKV_ASSIGN_OR_RETURN(fabric_, fabric::OpenFabric(options_.fabric_options));
-  }
   rng_ = Rng(options_.seed != 0 ? options_.seed : std::random_device()());
-  local_mem_.resize(options_.scratch_bytes);
-  RKV_ASSIGN_OR_RETURN(local_, fabric_->RegisterMemory(local_mem_.data(), local_mem_.size(),
-                                                       fabric::kLocalWrite));
   RKV_RETURN_IF_ERROR(Reconnect());
   // Read the region header: it says where the index and the heap are.
   const uint32_t n = layout::HeaderOffsets::kChecksum + 4;
-  RKV_RETURN_IF_ERROR(qp_->Post({fabric::WorkRequest::Read(0, local_mem_.data(), n,
-                                                           local_->lkey(), region_.base,
-                                                           region_.rkey)}));
-  fabric::Completion c;
-  if (qp_->Wait({&c, 1}, absl::Seconds(10)) != 1) {
-    return absl::DeadlineExceededError("reading the region header timed out");
-  }
-  if (c.status != fabric::CompletionStatus::kSuccess) {
-    return absl::UnavailableError(absl::StrCat("reading the region header: ",
-                                               fabric::CompletionStatusName(c.status)));
-  }
-  RKV_ASSIGN_OR_RETURN(layout_, layout::ParseHeader(
-                                    absl::string_view(reinterpret_cast<char*>(local_mem_.data()), n),
-                                    region_.length));
-  arena_ = std::make_unique<client_internal::ScratchArena>(local_mem_.data(), local_mem_.size());
+  uint8_t* header = scratch().Allocate(n);
+  if (header == nullptr) return absl::ResourceExhaustedError("scratch memory");
+  absl::Status read = RunSync({fabric::WorkRequest::Read(0, header, n, lkey(), region_.base,
+                                                         region_.rkey)});
+  absl::StatusOr<layout::Layout> parsed =
+      read.ok() ? layout::ParseHeader(absl::string_view(reinterpret_cast<char*>(header), n),
+                                      region_.length)
+                : absl::UnavailableError(absl::StrCat("reading the region header: ",
+                                                      read.message()));
+  scratch().Free(header);
+  if (!parsed.ok()) return parsed.status();
+  layout_ = *parsed;
   heap_ = std::make_unique<client_internal::HeapAllocator>(layout_, options_.heap_chunk_bytes,
                                                            options_.grace_period);
-  cache_ = std::make_unique<client_internal::SlotCache>(options_.cache_entries);
   active_.resize(options_.max_outstanding);
   return absl::OkStatus();
 }
@@ -235,7 +230,7 @@ absl::Status ClientImpl::PushFreeBlocks(uint8_t size_class, const std::vector<ui
   for (size_t i = 0; i + 1 < nodes.size(); ++i) nodes[i].next = node_offsets[i + 1];
   // Scratch: the head word, then node buffers written a batch at a time.
   const size_t batch = std::max<size_t>(1, std::min<size_t>(64, (1 << 20) / node_bytes));
-  uint8_t* scratch = arena_->Allocate(8 + batch * node_bytes);
+  uint8_t* scratch = this->scratch().Allocate(8 + batch * node_bytes);
   if (scratch == nullptr) return absl::ResourceExhaustedError("scratch memory");
   auto* word = reinterpret_cast<uint64_t*>(scratch);
   uint8_t* bufs = scratch + 8;
@@ -274,7 +269,7 @@ absl::Status ClientImpl::PushFreeBlocks(uint8_t size_class, const std::vector<ui
                                       .Encode())});
     if (status.ok() && *word == head) break;
   }
-  arena_->Free(scratch);
+  this->scratch().Free(scratch);
   return status;
 }
 
@@ -353,7 +348,9 @@ size_t ClientImpl::Poll(absl::Duration timeout) {
     Pending& next = queued_.front();
     next.op->Step();
     if (next.op->blocked()) {
-      if (active_count_ == 0) {
+      // Scratch memory is shared with the client's other sessions: give up
+      // only when nothing at all holds any.
+      if (active_count_ == 0 && scratch().empty()) {
         next.op->Finish(absl::ResourceExhaustedError(
             "client scratch memory too small for this operation; raise scratch_bytes"));
       } else {
@@ -433,7 +430,15 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Open(const fabric::RemoteRegion&
 absl::StatusOr<std::unique_ptr<Client>> client_internal::OpenBroken(
     const fabric::RemoteRegion& region, const ClientOptions& options,
     const BrokenProtocol& broken) {
-  auto client = std::make_unique<ClientImpl>(region, options, broken);
+  RKV_ASSIGN_OR_RETURN(std::shared_ptr<ClientResources> resources,
+                       ClientResources::Create(options));
+  return OpenSession(region, options, broken, std::move(resources));
+}
+
+absl::StatusOr<std::unique_ptr<Client>> client_internal::OpenSession(
+    const fabric::RemoteRegion& region, const ClientOptions& options,
+    const BrokenProtocol& broken, std::shared_ptr<ClientResources> resources) {
+  auto client = std::make_unique<ClientImpl>(region, options, broken, std::move(resources));
   RKV_RETURN_IF_ERROR(client->Init());
   return std::unique_ptr<Client>(std::move(client));
 }

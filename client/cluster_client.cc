@@ -1,6 +1,7 @@
-// The cluster client: one region client per server, chosen per key by
-// rendezvous hashing over the coordinator's map, which a background thread
-// keeps current.
+// The cluster client: one session per server, chosen per key by rendezvous
+// hashing over the coordinator's map, which a background thread keeps
+// current. The sessions share one fabric, one scratch memory and one slot
+// cache (ClientResources).
 #include <atomic>
 #include <deque>
 #include <map>
@@ -8,9 +9,11 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "client/client_resources.h"
 #include "client/outcome.h"
 #include "common/hash.h"
 #include "common/logging.h"
+#include "common/status.h"
 #include "proto/coordinator_stub.h"
 #include "rkv/client.h"
 
@@ -39,6 +42,7 @@ class ClusterClient final : public Client {
   }
 
   absl::Status Init() {
+    RKV_ASSIGN_OR_RETURN(resources_, client_internal::ClientResources::Create(options_));
     proto::ClusterMap map;
     if (absl::Status s = coord_.GetClusterMap(&map); !s.ok()) return s;
     Adopt(map);
@@ -170,6 +174,7 @@ class ClusterClient final : public Client {
   }
 
   const ClientOptions options_;
+  std::shared_ptr<client_internal::ClientResources> resources_;
   CoordinatorStub coord_;
   uint64_t epoch_ = 0;
   bool warned_epoch_ = false;
@@ -265,10 +270,10 @@ void ClusterClient::Dispatch(Op op) {
   }
   if (!s->client) {
     const proto::RegionDescriptor& r = s->info.region();
-    ClientOptions o = options_;
     fabric::RemoteRegion region{{r.endpoint().address(), options_.cluster_token},
                                 r.base_address(), r.length(), r.rkey()};
-    absl::StatusOr<std::unique_ptr<Client>> c = Client::Open(region, o);
+    absl::StatusOr<std::unique_ptr<Client>> c =
+        client_internal::OpenSession(region, options_, {}, resources_);
     if (!c.ok()) {
       return Fail(std::move(op), absl::UnavailableError(absl::StrCat(
                                      "server ", s->info.id(), ": ", c.status().message())));

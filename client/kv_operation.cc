@@ -131,7 +131,7 @@ void KvOperation::Start() {
   }
   if (bucket_offset_[0] > bucket_offset_[1]) std::swap(bucket_offset_[0], bucket_offset_[1]);
 
-  const CachedSlot* cached = s_.cache().Find(key_);
+  const CachedSlot* cached = s_.cache().Find(key_, s_.region_id());
   const bool fresh = cached && s_.Now() - cached->seen_at < s_.options().grace_period / 2;
   switch (type_) {
     case OpType::kGet:
@@ -182,7 +182,7 @@ void KvOperation::WriteBlock() {
   my_pending_ = my_committed_ | 1;
   const uint32_t block_len = static_cast<uint32_t>(layout::ClassBytes(size_class_));
   AddWrite(my_block_, block_buf_, block_len);
-  const CachedSlot* cached = s_.cache().Find(key_);
+  const CachedSlot* cached = s_.cache().Find(key_, s_.region_id());
   if (type_ == OpType::kPut && cached != nullptr &&
       s_.Now() - cached->seen_at < s_.options().grace_period / 2) {
     // The block lands before the CAS that publishes it: same queue pair.
@@ -377,7 +377,7 @@ void KvOperation::DecideGet() {
   for (const SlotSeen& s : slots_) {
     if (!layout::IsCommitted(s.word) || !KeyMatches(s.word)) continue;
     result_ = known_values_[layout::CommittedOf(s.word)];
-    s_.cache().Put(key_, {s.offset, s.word, observed_at_});
+    s_.cache().Put(key_, s_.region_id(), {s.offset, s.word, observed_at_});
     return Finish(absl::OkStatus());
   }
   s_.cache().Erase(key_);
@@ -440,7 +440,7 @@ void KvOperation::DecideWrite() {
       return;
     }
     if (type_ == OpType::kInsert) {
-      s_.cache().Put(key_, {committed->offset, committed->word, observed_at_});
+      s_.cache().Put(key_, s_.region_id(), {committed->offset, committed->word, observed_at_});
       FreeMyBlock();
       return Finish(absl::AlreadyExistsError("key already exists"));
     }
@@ -528,7 +528,7 @@ void KvOperation::OnClaim() {
 
 void KvOperation::OnCommit() {
   if (words_[0] == my_pending_ || words_[0] == my_committed_) {
-    s_.cache().Put(key_, {claimed_slot_, my_committed_, round_posted_at_});
+    s_.cache().Put(key_, s_.region_id(), {claimed_slot_, my_committed_, round_posted_at_});
     return Finish(absl::OkStatus());
   }
   ReadBuckets();  // Killed by a higher claim: the re-read tells us how.
@@ -561,7 +561,7 @@ void KvOperation::OnUpdate() {
   if (type_ == OpType::kDelete) {
     s_.cache().Erase(key_);
   } else {
-    s_.cache().Put(key_, {target_slot_, my_committed_, round_posted_at_});
+    s_.cache().Put(key_, s_.region_id(), {target_slot_, my_committed_, round_posted_at_});
   }
   Finish(absl::OkStatus());
 }
@@ -575,7 +575,7 @@ void KvOperation::OnCachedGet() {
         DecodeRead(buf, bytes, s_.broken().skip_block_checksum);
     if (block.ok() && block->key == key_) {
       result_ = std::string(block->value);
-      s_.cache().Put(key_, {target_slot_, expected_, round_posted_at_});
+      s_.cache().Put(key_, s_.region_id(), {target_slot_, expected_, round_posted_at_});
       return Finish(absl::OkStatus());
     }
   }

@@ -17,6 +17,8 @@ class ScratchArena {
   uint8_t* Allocate(uint64_t bytes);
   void Free(uint8_t* p);
   uint64_t size() const { return size_; }
+  // Nothing is allocated.
+  bool empty() const { return allocated_.empty(); }
 
  private:
   uint8_t* const base_;

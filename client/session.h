@@ -27,6 +27,9 @@ class Session {
   // The remote address of a region offset.
   virtual uint64_t Remote(uint64_t region_offset) const = 0;
   virtual uint32_t rkey() const = 0;
+  // Names the region this session reaches, unique in the process: the
+  // slot cache's entries belong to one region each.
+  virtual uint64_t region_id() const = 0;
   virtual uint32_t lkey() const = 0;
   virtual ScratchArena& scratch() = 0;
   virtual HeapAllocator& heap() = 0;

@@ -2,13 +2,14 @@
 
 namespace rkv::client_internal {
 
-const CachedSlot* SlotCache::Find(absl::string_view key) const {
+const CachedSlot* SlotCache::Find(absl::string_view key, uint64_t region) const {
   auto it = map_.find(key);
-  return it == map_.end() ? nullptr : &it->second.slot;
+  return it == map_.end() || it->second.slot.region != region ? nullptr : &it->second.slot;
 }
 
-void SlotCache::Put(absl::string_view key, const CachedSlot& slot) {
+void SlotCache::Put(absl::string_view key, uint64_t region, CachedSlot slot) {
   if (capacity_ == 0) return;
+  slot.region = region;
   auto it = map_.find(key);
   if (it != map_.end()) {
     it->second.slot = slot;
