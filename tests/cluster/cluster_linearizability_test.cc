@@ -2,12 +2,14 @@
 // under it: clients on threads of their own keep several operations in
 // flight on a small key set while each server in turn is killed with
 // SIGKILL and restarted from its region file (a new generation and rkey),
-// and one leaves (SIGTERM: it deregisters) and rejoins. The history of
-// every operation is then checked (tests/linearizability/checker.h).
+// then leaves (SIGTERM: it deregisters) and rejoins. The history of every
+// operation is then checked (tests/linearizability/checker.h), and every
+// callback must have run exactly once.
 #include <signal.h>
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -36,16 +38,25 @@ namespace lin = ::rkv::linearizability;
 constexpr int kClients = 4;
 constexpr int kDepth = 4;  // Operations in flight per client.
 // Few keys, so that clients contend on each and every server holds some.
-constexpr int kKeys = 24;
+constexpr int kKeys = 32;
 // Weights of get, put, insert, delete.
 constexpr int kWeights[4] = {4, 3, 2, 2};
 // Operations that must succeed before the first map change, and after each
 // one is visible in the coordinator's map before the next: so that each
 // change meets a running load, and the clients are seen to recover.
 constexpr uint64_t kOkBetweenChanges = 250;
-// Bounds the history (and so the checker's work, about a second for this
-// many) whatever the timing; a run issues a fifth of it or less.
-constexpr int kMaxOpsPerClient = 50'000;
+// Operations the clients may issue, all together, from just before a map
+// change until it is visible in the coordinator's map, and from then until
+// kOkBetweenChanges have succeeded. The load runs at full speed, so without
+// these the history, and the checker's work (quadratic in the operations
+// on a key), would grow with how long a restart takes on a loaded machine.
+constexpr int64_t kOpsPerChange = 5000;
+constexpr int64_t kOpsPerPhase = 1500;
+// A key whose operation failed is read at most this often by a client
+// until a read succeeds: operations on a down server's keys fail at once,
+// and a client free to retry them at will spends both cores on it, slowing
+// the very restart it waits for.
+constexpr absl::Duration kProbeInterval = absl::Milliseconds(10);
 // How long the load may take to reach kOkBetweenChanges, and the clients to
 // finish what is in flight: far more than either needs.
 constexpr absl::Duration kProgressTimeout = absl::Seconds(10);
@@ -64,6 +75,8 @@ struct Worker {
   // exponentially with their number per key; without this, every write
   // issued while a server is down would be one.
   std::vector<bool> reads_only = std::vector<bool>(kKeys, false);
+  // When a read-only key may be read next (kProbeInterval apart).
+  std::vector<absl::Time> next_read = std::vector<absl::Time>(kKeys, absl::InfinitePast());
   int stuck = 0;  // In flight when the drain gave up.
   // Failures other than the definite outcomes, by status code.
   std::map<absl::StatusCode, int> failures;
@@ -90,28 +103,37 @@ lin::Outcome OutcomeOf(lin::OpKind kind, const absl::Status& s, Worker& w) {
 
 class ClusterLinearizabilityTest : public ClusterFixture {
  protected:
-  // Issues one random operation on `w`'s client and records it.
-  void Issue(Worker& w, int id, Rng& rng) {
+  // Issues one random operation on `w`'s client and records it; false,
+  // issuing nothing, when it drew a read-only key not to be read yet.
+  bool Issue(Worker& w, int id, Rng& rng) {
     const int k = static_cast<int>(rng.Uniform(kKeys));
+    int pick = static_cast<int>(rng.Uniform(kWeights[0] + kWeights[1] + kWeights[2] + kWeights[3]));
+    int kind = 0;
+    while (pick >= kWeights[kind]) pick -= kWeights[kind++];
+    if (w.reads_only[k]) {
+      const absl::Time now = absl::Now();
+      if (now < w.next_read[k]) return false;
+      w.next_read[k] = now + kProbeInterval;
+      kind = 0;
+    }
     const std::string key = absl::StrCat("key", k);
     const int seq = w.issued++;
     // Unique, so that a read names the write it saw.
     const std::string value = absl::StrCat("c", id, "-", seq);
-    int pick = static_cast<int>(rng.Uniform(kWeights[0] + kWeights[1] + kWeights[2] + kWeights[3]));
-    int kind = 0;
-    while (pick >= kWeights[kind]) pick -= kWeights[kind++];
-    if (w.reads_only[k]) kind = 0;
     w.calls.push_back(0);
     w.outstanding++;
+    in_flight_.fetch_add(1, std::memory_order_relaxed);
     // Runs once per callback; a second run is counted, not recorded.
     auto complete = [this, &w, seq, k](size_t op, lin::OpKind kind, const absl::Status& s,
                                        std::string read) {
       if (w.calls[seq]++ > 0) return;
       w.outstanding--;
+      in_flight_.fetch_sub(1, std::memory_order_relaxed);
       const lin::Outcome outcome = OutcomeOf(kind, s, w);
       if (outcome == lin::Outcome::kOk) ok_.fetch_add(1, std::memory_order_relaxed);
       if (outcome == lin::Outcome::kUnknown) {
         w.reads_only[k] = true;
+        w.next_read[k] = absl::Now() + kProbeInterval;
       } else if (kind == lin::OpKind::kGet) {
         w.reads_only[k] = false;
       }
@@ -144,15 +166,39 @@ class ClusterLinearizabilityTest : public ClusterFixture {
             key, [complete, op](absl::Status s) { complete(op, lin::OpKind::kDelete, s, ""); });
       }
     }
+    return true;
   }
 
-  // A client thread: keeps kDepth operations in flight until told to stop
-  // (or kMaxOpsPerClient are issued), then lets those in flight finish.
+  // A client thread: keeps kDepth operations in flight, as the budget
+  // allows, until told to stop; then lets those in flight finish.
   void Run(Worker& w, int id, std::stop_token stop) {
     Rng rng(w.seed);
-    while (!stop.stop_requested() && w.issued < kMaxOpsPerClient) {
-      while (w.outstanding < kDepth && w.issued < kMaxOpsPerClient) Issue(w, id, rng);
-      w.client->Poll(absl::Milliseconds(1));
+    while (!stop.stop_requested()) {
+      bool out_of_budget = false;
+      while (w.outstanding < kDepth) {
+        if (!TakeBudget()) {
+          out_of_budget = true;
+          break;
+        }
+        if (!Issue(w, id, rng)) {
+          ReturnBudget();
+          break;
+        }
+      }
+      if (w.outstanding > 0) {
+        w.client->Poll(absl::Milliseconds(1));
+      } else if (out_of_budget) {
+        std::unique_lock<std::mutex> lock(budget_mu_);
+        budget_cv_.wait(lock, stop, [this] { return budget_ > 0; });
+      } else {
+        // Nothing in flight, and the key drawn may not be read yet: wait
+        // for the first read-only key that may.
+        absl::Time next = absl::InfiniteFuture();
+        for (int k = 0; k < kKeys; ++k) {
+          if (w.reads_only[k]) next = std::min(next, w.next_read[k]);
+        }
+        absl::SleepFor(std::min(next - absl::Now(), kProbeInterval));
+      }
     }
     const absl::Time deadline = absl::Now() + kProgressTimeout;
     while (w.outstanding > 0 && absl::Now() < deadline) w.client->Poll(absl::Milliseconds(5));
@@ -162,8 +208,40 @@ class ClusterLinearizabilityTest : public ClusterFixture {
     w.client.reset();
   }
 
+  bool TakeBudget() {
+    std::lock_guard<std::mutex> lock(budget_mu_);
+    if (budget_ == 0) return false;
+    budget_--;
+    return true;
+  }
+  void ReturnBudget() {
+    std::lock_guard<std::mutex> lock(budget_mu_);
+    budget_++;
+  }
+  // Lets the clients issue `n` operations from now on (not more: what is
+  // left of an earlier budget counts).
+  void SetBudget(int64_t n) {
+    {
+      std::lock_guard<std::mutex> lock(budget_mu_);
+      budget_ = std::max(budget_, n);
+    }
+    budget_cv_.notify_all();
+  }
+
+  // Waits until most clients' operations are in flight, as they will be at
+  // the map change that follows: the budget was just renewed, and clients
+  // that had run out of it take a moment to start again. Returns how many.
+  int WaitForLoad() {
+    const absl::Time deadline = absl::Now() + kProgressTimeout;
+    while (in_flight_.load() < kClients * kDepth / 2 && absl::Now() < deadline) {
+      absl::SleepFor(absl::Microseconds(200));
+    }
+    return in_flight_.load();
+  }
+
   // Waits until kOkBetweenChanges more operations have succeeded.
   bool WaitForProgress() {
+    SetBudget(kOpsPerPhase);
     const uint64_t target = ok_.load() + kOkBetweenChanges;
     const absl::Time deadline = absl::Now() + kProgressTimeout;
     while (ok_.load() < target && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
@@ -187,6 +265,10 @@ class ClusterLinearizabilityTest : public ClusterFixture {
   }
 
   std::atomic<uint64_t> ok_{0};
+  std::atomic<int> in_flight_{0};
+  std::mutex budget_mu_;
+  std::condition_variable_any budget_cv_;
+  int64_t budget_ = 0;  // Guarded by budget_mu_.
   lin::HistoryRecorder recorder_;
 };
 
@@ -220,6 +302,7 @@ TEST_F(ClusterLinearizabilityTest, LinearizableWhileServersRestartAndRejoin) {
   const std::vector<std::pair<std::string, bool>> changes = {
       {"s1", true}, {"s2", true}, {"s3", true}, {"s1", false}, {"s2", false}, {"s3", false}};
   int changes_done = 0;
+  std::vector<int> in_flight_at_change;  // Summed over the clients.
   bool progressed = true;
   {
     std::vector<std::jthread> threads;
@@ -229,6 +312,8 @@ TEST_F(ClusterLinearizabilityTest, LinearizableWhileServersRestartAndRejoin) {
     progressed = WaitForProgress();
     for (const auto& [id, kill9] : changes) {
       if (!progressed) break;
+      SetBudget(kOpsPerChange);
+      in_flight_at_change.push_back(WaitForLoad());
       if (kill9) {
         RestartServer(id);
       } else {
@@ -282,8 +367,9 @@ TEST_F(ClusterLinearizabilityTest, LinearizableWhileServersRestartAndRejoin) {
             << " checked (" << unknown << " writes of unknown outcome); failures:";
   for (const auto& [code, n] : failures)
     std::cout << " " << absl::StatusCodeToString(code) << "=" << n;
-  std::cout << "; " << changes_done << " map changes; check took "
-            << absl::FormatDuration(check_time) << ", the whole test "
+  std::cout << "; " << changes_done << " map changes, with operations in flight:";
+  for (int n : in_flight_at_change) std::cout << " " << n;
+  std::cout << "; check took " << absl::FormatDuration(check_time) << ", the whole test "
             << absl::FormatDuration(absl::Now() - start) << std::endl;
 
   if (!result.linearizable) {
@@ -305,6 +391,7 @@ TEST_F(ClusterLinearizabilityTest, LinearizableWhileServersRestartAndRejoin) {
   // Not vacuous: operations succeeded all along, and the changes met some
   // in flight or on their way.
   EXPECT_GE(ok_.load(), (changes.size() + 1) * kOkBetweenChanges);
+  for (int n : in_flight_at_change) EXPECT_GT(n, 0) << "a map change met no operation in flight";
   EXPECT_GT(failures[absl::StatusCode::kUnavailable], 0)
       << "no operation failed: the map changes met none in flight";
   EXPECT_EQ(unexpected, 0);
