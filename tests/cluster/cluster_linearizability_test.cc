@@ -330,7 +330,7 @@ TEST_F(ClusterLinearizabilityTest, LinearizableWhileServersRestartAndRejoin) {
   EXPECT_EQ(changes_done, static_cast<int>(changes.size()));
 
   // Every callback ran exactly once, before the client closed.
-  int total = 0, never = 0, twice = 0, stuck = 0, unexpected = 0;
+  int total = 0, never = 0, twice = 0, stuck = 0;
   std::map<absl::StatusCode, int> failures;
   for (const Worker& w : workers) {
     total += w.issued;
@@ -344,7 +344,6 @@ TEST_F(ClusterLinearizabilityTest, LinearizableWhileServersRestartAndRejoin) {
       ADD_FAILURE() << w.unexpected << " operations failed with codes no operation may answer; "
                     << "the first: " << w.first_unexpected;
     }
-    unexpected += w.unexpected;
   }
   EXPECT_EQ(never, 0) << "of " << total << " operations, " << never << " never completed";
   EXPECT_EQ(twice, 0) << "of " << total << " operations, " << twice << " completed twice";
@@ -365,8 +364,9 @@ TEST_F(ClusterLinearizabilityTest, LinearizableWhileServersRestartAndRejoin) {
 
   std::cout << total << " operations issued, " << ok_.load() << " OK, " << history.size()
             << " checked (" << unknown << " writes of unknown outcome); failures:";
-  for (const auto& [code, n] : failures)
+  for (const auto& [code, n] : failures) {
     std::cout << " " << absl::StatusCodeToString(code) << "=" << n;
+  }
   std::cout << "; " << changes_done << " map changes, with operations in flight:";
   for (int n : in_flight_at_change) std::cout << " " << n;
   std::cout << "; check took " << absl::FormatDuration(check_time) << ", the whole test "
@@ -375,12 +375,16 @@ TEST_F(ClusterLinearizabilityTest, LinearizableWhileServersRestartAndRejoin) {
   if (!result.linearizable) {
     // The whole history, for a closer look than the failing key's.
     const std::string path =
-        absl::StrCat(::testing::TempDir(), "/rkv-cluster-lin-", seed, ".history");
+        absl::StrCat(::testing::TempDir(), "rkv-cluster-lin-", seed, ".history");
+    // One operation a line: invoke, response, client, kind, key, outcome,
+    // value (written, or read).
+    static constexpr const char* kKinds[] = {"get", "put", "insert", "delete"};
+    static constexpr const char* kOutcomes[] = {"ok", "not-found", "already-exists", "unknown"};
     std::ofstream out(path);
     for (const lin::Operation& op : recorder_.history()) {
       out << op.invoke << " " << op.response << " c" << op.client << " "
-          << static_cast<int>(op.kind) << " " << op.key << " " << static_cast<int>(op.outcome)
-          << " " << op.value << "\n";
+          << kKinds[static_cast<int>(op.kind)] << " " << op.key << " "
+          << kOutcomes[static_cast<int>(op.outcome)] << " " << op.value << "\n";
     }
     ADD_FAILURE() << (result.gave_up ? "the checker gave up (too many operations of unknown "
                                        "outcome on one key): inconclusive, not a violation; "
@@ -394,7 +398,6 @@ TEST_F(ClusterLinearizabilityTest, LinearizableWhileServersRestartAndRejoin) {
   for (int n : in_flight_at_change) EXPECT_GT(n, 0) << "a map change met no operation in flight";
   EXPECT_GT(failures[absl::StatusCode::kUnavailable], 0)
       << "no operation failed: the map changes met none in flight";
-  EXPECT_EQ(unexpected, 0);
 }
 
 }  // namespace
