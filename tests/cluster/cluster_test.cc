@@ -1,14 +1,7 @@
 // Multi-process tests of a cluster on loopback: a kvcoord and kvservers as
 // real processes, killed with SIGKILL and restarted, and clients that must
 // keep every acknowledged write.
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <fstream>
-#include <map>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -19,129 +12,16 @@
 #include "gtest/gtest.h"
 #include "proto/coordinator_stub.h"
 #include "rkv/client.h"
+#include "tests/cluster/cluster_fixture.h"
 
 namespace rkv {
 namespace {
 
-constexpr char kToken[] = "cluster-test-token";
-constexpr int kLeaseMs = 600;
+using testing::kLeaseMs;
+constexpr const char* kToken = testing::kClusterToken;
 
-// A child process, killed (SIGKILL) if still running when destroyed.
-class Process {
- public:
-  explicit Process(std::vector<std::string> argv) {
-    pid_ = fork();
-    if (pid_ == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGKILL);  // Never outlive the test.
-      std::vector<char*> args;
-      for (std::string& a : argv) args.push_back(a.data());
-      args.push_back(nullptr);
-      execv(args[0], args.data());
-      _exit(127);
-    }
-  }
-  ~Process() { Kill(SIGKILL); }
-  void Kill(int sig) {
-    if (pid_ <= 0) return;
-    kill(pid_, sig);
-    if (sig == SIGKILL || sig == SIGTERM) {
-      waitpid(pid_, nullptr, 0);
-      pid_ = -1;
-    }
-  }
-
- private:
-  pid_t pid_ = -1;
-};
-
-class ClusterTest : public ::testing::Test {
+class ClusterTest : public testing::ClusterFixture {
  protected:
-  void SetUp() override {
-    dir_ = absl::StrCat(::testing::TempDir(), "/rkv-cluster-", getpid(), "-",
-                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    ASSERT_EQ(system(absl::StrCat("rm -rf ", dir_, " && mkdir -p ", dir_).c_str()), 0);
-    StartCoordinator(/*port=*/0);
-  }
-  void TearDown() override {
-    servers_.clear();
-    coordinator_.reset();
-    (void)system(absl::StrCat("rm -rf ", dir_).c_str());
-  }
-
-  void StartCoordinator(int port) {
-    const std::string port_file = dir_ + "/coord.port";
-    unlink(port_file.c_str());
-    coordinator_ = std::make_unique<Process>(std::vector<std::string>{
-        RKV_KVCOORD, absl::StrCat("--listen=127.0.0.1:", port), absl::StrCat("--lease_ms=", kLeaseMs),
-        absl::StrCat("--token=", kToken), "--port_file=" + port_file,
-        "--state_file=" + dir_ + "/coord.state"});
-    for (int i = 0; i < 200 && port_ == 0; ++i) {
-      std::ifstream in(port_file);
-      in >> port_;
-      if (port_ == 0) absl::SleepFor(absl::Milliseconds(20));
-    }
-    ASSERT_NE(port_, 0) << "kvcoord did not start";
-    address_ = absl::StrCat("127.0.0.1:", port_);
-  }
-
-  void StartServer(const std::string& id) {
-    servers_[id] = std::make_unique<Process>(std::vector<std::string>{
-        RKV_KVSERVER, "--id=" + id, "--coordinator=" + address_, absl::StrCat("--token=", kToken),
-        "--fabric=soft", "--memory=16MiB", "--region_file=" + dir_ + "/" + id + ".region"});
-  }
-
-  proto::ClusterMap Map(const std::string& token = kToken) {
-    CoordinatorStub stub(address_, token);
-    proto::ClusterMap map;
-    absl::Status s = stub.GetClusterMap(&map, absl::Seconds(2));
-    EXPECT_TRUE(s.ok()) << s;
-    return map;
-  }
-
-  // Waits until `pred(map)` holds; false after 10 s.
-  template <typename Pred>
-  bool WaitForMap(Pred pred) {
-    const absl::Time deadline = absl::Now() + absl::Seconds(10);
-    while (absl::Now() < deadline) {
-      CoordinatorStub stub(address_, kToken);
-      proto::ClusterMap map;
-      if (stub.GetClusterMap(&map, absl::Seconds(1)).ok() && pred(map)) return true;
-      absl::SleepFor(absl::Milliseconds(50));
-    }
-    return false;
-  }
-
-  static int CountState(const proto::ClusterMap& m, proto::ServerState state) {
-    int n = 0;
-    for (const auto& s : m.servers()) n += s.state() == state;
-    return n;
-  }
-
-  uint64_t Generation(const std::string& id) {
-    const proto::ClusterMap map = Map();
-    for (const auto& s : map.servers()) {
-      if (s.id() == id) return s.region().generation();
-    }
-    return 0;
-  }
-
-  // kill -9, start again on its region file, and wait until the map has
-  // it up with its new region.
-  void RestartServer(const std::string& id) {
-    const uint64_t generation = Generation(id);
-    servers_[id]->Kill(SIGKILL);
-    StartServer(id);
-    ASSERT_TRUE(WaitForMap([&](const proto::ClusterMap& m) {
-      for (const auto& s : m.servers()) {
-        if (s.id() == id && s.state() == proto::SERVER_STATE_UP &&
-            s.region().generation() != generation) {
-          return true;
-        }
-      }
-      return false;
-    })) << id << " did not come back";
-  }
-
   std::unique_ptr<Client> OpenClient() {
     ClientOptions o;
     o.fabric_options.kind = fabric::FabricKind::kSoft;
@@ -151,19 +31,6 @@ class ClusterTest : public ::testing::Test {
     EXPECT_TRUE(c.ok()) << c.status();
     return c.ok() ? std::move(c).value() : nullptr;
   }
-
-  void StartThree() {
-    for (const char* id : {"s1", "s2", "s3"}) StartServer(id);
-    ASSERT_TRUE(WaitForMap([](const proto::ClusterMap& m) {
-      return CountState(m, proto::SERVER_STATE_UP) == 3;
-    })) << "three servers did not come up";
-  }
-
-  std::string dir_;
-  int port_ = 0;
-  std::string address_;
-  std::unique_ptr<Process> coordinator_;
-  std::map<std::string, std::unique_ptr<Process>> servers_;
 };
 
 TEST_F(ClusterTest, KeysSpreadOverThreeServers) {

@@ -1,0 +1,170 @@
+// A cluster on loopback for the multi-process tests: kvcoord and kvservers
+// as real processes (RKV_KVCOORD and RKV_KVSERVER name the programs), each
+// in a folder of its own, with region files so that a killed server can
+// come back with its keys.
+#ifndef RKV_TESTS_CLUSTER_CLUSTER_FIXTURE_H_
+#define RKV_TESTS_CLUSTER_CLUSTER_FIXTURE_H_
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "proto/coordinator_stub.h"
+
+namespace rkv::testing {
+
+inline constexpr char kClusterToken[] = "cluster-test-token";
+inline constexpr int kLeaseMs = 600;
+
+// A child process, killed (SIGKILL) if still running when destroyed.
+class Process {
+ public:
+  explicit Process(std::vector<std::string> argv) {
+    pid_ = fork();
+    if (pid_ == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);  // Never outlive the test.
+      std::vector<char*> args;
+      for (std::string& a : argv) args.push_back(a.data());
+      args.push_back(nullptr);
+      execv(args[0], args.data());
+      _exit(127);
+    }
+  }
+  ~Process() { Kill(SIGKILL); }
+  // SIGKILL and SIGTERM wait for the process to exit.
+  void Kill(int sig) {
+    if (pid_ <= 0) return;
+    kill(pid_, sig);
+    if (sig == SIGKILL || sig == SIGTERM) {
+      waitpid(pid_, nullptr, 0);
+      pid_ = -1;
+    }
+  }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+class ClusterFixture : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = absl::StrCat(::testing::TempDir(), "/rkv-cluster-", getpid(), "-",
+                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    ASSERT_EQ(system(absl::StrCat("rm -rf ", dir_, " && mkdir -p ", dir_).c_str()), 0);
+    StartCoordinator(/*port=*/0);
+  }
+  void TearDown() override {
+    servers_.clear();
+    coordinator_.reset();
+    (void)system(absl::StrCat("rm -rf ", dir_).c_str());
+  }
+
+  void StartCoordinator(int port) {
+    const std::string port_file = dir_ + "/coord.port";
+    unlink(port_file.c_str());
+    coordinator_ = std::make_unique<Process>(std::vector<std::string>{
+        RKV_KVCOORD, absl::StrCat("--listen=127.0.0.1:", port),
+        absl::StrCat("--lease_ms=", kLeaseMs), absl::StrCat("--token=", kClusterToken),
+        "--port_file=" + port_file, "--state_file=" + dir_ + "/coord.state"});
+    for (int i = 0; i < 200 && port_ == 0; ++i) {
+      std::ifstream in(port_file);
+      in >> port_;
+      if (port_ == 0) absl::SleepFor(absl::Milliseconds(20));
+    }
+    ASSERT_NE(port_, 0) << "kvcoord did not start";
+    address_ = absl::StrCat("127.0.0.1:", port_);
+  }
+
+  void StartServer(const std::string& id) {
+    servers_[id] = std::make_unique<Process>(
+        std::vector<std::string>{RKV_KVSERVER, "--id=" + id, "--coordinator=" + address_,
+                                 absl::StrCat("--token=", kClusterToken), "--fabric=soft",
+                                 "--memory=16MiB", "--region_file=" + dir_ + "/" + id + ".region"});
+  }
+
+  proto::ClusterMap Map(const std::string& token = kClusterToken) {
+    CoordinatorStub stub(address_, token);
+    proto::ClusterMap map;
+    absl::Status s = stub.GetClusterMap(&map, absl::Seconds(2));
+    EXPECT_TRUE(s.ok()) << s;
+    return map;
+  }
+
+  // Waits until `pred(map)` holds; false after 10 s.
+  template <typename Pred>
+  bool WaitForMap(Pred pred) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (absl::Now() < deadline) {
+      CoordinatorStub stub(address_, kClusterToken);
+      proto::ClusterMap map;
+      if (stub.GetClusterMap(&map, absl::Seconds(1)).ok() && pred(map)) return true;
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    return false;
+  }
+
+  static int CountState(const proto::ClusterMap& m, proto::ServerState state) {
+    int n = 0;
+    for (const auto& s : m.servers()) n += s.state() == state;
+    return n;
+  }
+
+  uint64_t Generation(const std::string& id) {
+    const proto::ClusterMap map = Map();
+    for (const auto& s : map.servers()) {
+      if (s.id() == id) return s.region().generation();
+    }
+    return 0;
+  }
+
+  // Waits until the map has `id` up with a region other than generation
+  // `old_generation`.
+  bool WaitForNewRegion(const std::string& id, uint64_t old_generation) {
+    return WaitForMap([&](const proto::ClusterMap& m) {
+      for (const auto& s : m.servers()) {
+        if (s.id() == id && s.state() == proto::SERVER_STATE_UP &&
+            s.region().generation() != old_generation) {
+          return true;
+        }
+      }
+      return false;
+    });
+  }
+
+  // kill -9, start again on its region file, and wait until the map has
+  // it up with its new region.
+  void RestartServer(const std::string& id) {
+    const uint64_t generation = Generation(id);
+    servers_[id]->Kill(SIGKILL);
+    StartServer(id);
+    ASSERT_TRUE(WaitForNewRegion(id, generation)) << id << " did not come back";
+  }
+
+  void StartThree() {
+    for (const char* id : {"s1", "s2", "s3"}) StartServer(id);
+    ASSERT_TRUE(WaitForMap([](const proto::ClusterMap& m) {
+      return CountState(m, proto::SERVER_STATE_UP) == 3;
+    })) << "three servers did not come up";
+  }
+
+  std::string dir_;
+  int port_ = 0;
+  std::string address_;
+  std::unique_ptr<Process> coordinator_;
+  std::map<std::string, std::unique_ptr<Process>> servers_;
+};
+
+}  // namespace rkv::testing
+
+#endif  // RKV_TESTS_CLUSTER_CLUSTER_FIXTURE_H_
