@@ -150,6 +150,7 @@ absl::Status ClientImpl::Reconnect() {
   // Every active operation may post a full round at once.
   qo.max_send_wr = std::max<uint32_t>(
       512, options_.max_outstanding * KvOperation::kMaxRoundRequests);
+  qo.channel = resources_->channel();
   RKV_ASSIGN_OR_RETURN(std::unique_ptr<fabric::QueuePair> qp,
                        resources_->fabric().Connect(region_.endpoint, qo));
   if (qp->limits().max_send_wr < qo.max_send_wr) {

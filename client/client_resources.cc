@@ -22,6 +22,7 @@ absl::StatusOr<std::shared_ptr<ClientResources>> ClientResources::Create(
   }
   std::shared_ptr<ClientResources> r(
       new ClientResources(std::move(fabric), options.scratch_bytes, options.cache_entries));
+  RKV_ASSIGN_OR_RETURN(r->channel_, r->fabric_->NewCompletionChannel());
   RKV_ASSIGN_OR_RETURN(r->registered_, r->fabric_->RegisterMemory(
                                            r->memory_.data(), r->memory_.size(),
                                            fabric::kLocalWrite));

@@ -1,6 +1,6 @@
 // What every server's session of one client shares: the fabric, the
-// registered scratch memory operations borrow their buffers from, and the
-// slot cache. A client of one region has them to itself; a cluster client
+// registered scratch memory operations borrow their buffers from, the slot
+// cache, and the completion channel all their queue pairs notify. A client of one region has them to itself; a cluster client
 // has one set for all its servers, however many there are.
 #ifndef RKV_CLIENT_CLIENT_RESOURCES_H_
 #define RKV_CLIENT_CLIENT_RESOURCES_H_
@@ -25,6 +25,7 @@ class ClientResources {
   static absl::StatusOr<std::shared_ptr<ClientResources>> Create(const ClientOptions& options);
 
   fabric::Fabric& fabric() { return *fabric_; }
+  const std::shared_ptr<fabric::CompletionChannel>& channel() const { return channel_; }
   uint32_t lkey() const { return registered_->lkey(); }
   ScratchArena& scratch() { return arena_; }
   SlotCache& cache() { return cache_; }
@@ -34,6 +35,7 @@ class ClientResources {
                   size_t cache_entries);
 
   const std::shared_ptr<fabric::Fabric> fabric_;
+  std::shared_ptr<fabric::CompletionChannel> channel_;
   std::vector<uint8_t> memory_;
   std::unique_ptr<fabric::MemoryRegion> registered_;
   ScratchArena arena_;

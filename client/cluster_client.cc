@@ -4,11 +4,13 @@
 // cache (ClientResources).
 #include <atomic>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "client/background_worker.h"
 #include "client/client_resources.h"
 #include "client/outcome.h"
 #include "common/hash.h"
@@ -32,12 +34,19 @@ class ClusterClient final : public Client {
       if (watch_ctx_ != nullptr) watch_ctx_->TryCancel();
     }
     if (watcher_.joinable()) watcher_.join();
-    // Every operation completes once: the region clients cancel theirs as
-    // they close, and so does this one.
+    background_.reset();  // Its jobs use coord_ and resources_.
+    // Every operation completes once: the sessions cancel theirs as they
+    // close, and this client cancels those it holds.
+    const absl::Status closed = absl::CancelledError("the client was closed");
+    for (auto& [id, s] : servers_) {
+      for (Op& op : s.waiting) Fail(std::move(op), closed);
+    }
     servers_.clear();
     draining_.clear();
-    for (Op& op : retries_) Fail(std::move(op), absl::CancelledError("the client was closed"));
-    retries_.clear();
+    for (std::deque<Op>* q : {&retries_, &redispatch_}) {
+      for (Op& op : *q) Fail(std::move(op), closed);
+      q->clear();
+    }
     RunReady();
   }
 
@@ -46,28 +55,29 @@ class ClusterClient final : public Client {
     proto::ClusterMap map;
     if (absl::Status s = coord_.GetClusterMap(&map); !s.ok()) return s;
     Adopt(map);
+    background_ = std::make_unique<client_internal::BackgroundWorker>(kBackgroundThreads);
     watcher_ = std::thread([this] { WatchLoop(); });
     return absl::OkStatus();
   }
 
   void GetAsync(absl::string_view key, GetCallback done) override {
-    Dispatch({OpType::kGet, std::string(key), "", std::move(done), nullptr, false});
+    Dispatch({OpType::kGet, std::string(key), "", std::move(done), nullptr});
   }
   void PutAsync(absl::string_view key, absl::string_view value, DoneCallback done) override {
-    Dispatch({OpType::kPut, std::string(key), std::string(value), nullptr, std::move(done), false});
+    Dispatch({OpType::kPut, std::string(key), std::string(value), nullptr, std::move(done)});
   }
   void InsertAsync(absl::string_view key, absl::string_view value, DoneCallback done) override {
-    Dispatch({OpType::kInsert, std::string(key), std::string(value), nullptr, std::move(done),
-              false});
+    Dispatch({OpType::kInsert, std::string(key), std::string(value), nullptr, std::move(done)});
   }
   void DeleteAsync(absl::string_view key, DoneCallback done) override {
-    Dispatch({OpType::kDelete, std::string(key), "", nullptr, std::move(done), false});
+    Dispatch({OpType::kDelete, std::string(key), "", nullptr, std::move(done)});
   }
 
   size_t Poll(absl::Duration timeout) override;
 
   size_t in_flight() const override {
-    size_t n = ready_.size() + retries_.size();
+    size_t n = ready_.size() + retries_.size() + redispatch_.size();
+    for (const auto& [id, s] : servers_) n += s.waiting.size();
     ForEachClient([&n](Client& c) { n += c.in_flight(); });
     return n;
   }
@@ -85,16 +95,25 @@ class ClusterClient final : public Client {
   }
 
  private:
+  // Connects and map fetches; two, so that a connect to a server that does
+  // not answer (bounded by its connect timeout) does not hold up the map.
+  static constexpr int kBackgroundThreads = 2;
+  // How long one fetch of the map may take.
+  static constexpr absl::Duration kFetchTimeout = absl::Seconds(2);
+
   struct Op {
     OpType type;
     std::string key, value;
     GetCallback on_get;
     DoneCallback on_done;
-    bool retried;
+    bool retried = false;
+    uint64_t needs_fetch = 0;  // A retry waits for this map fetch to end.
   };
   struct Server {
     proto::ServerInfo info;
-    std::unique_ptr<Client> client;  // Connected lazily.
+    std::unique_ptr<Client> client;  // Its session, once connected.
+    bool connecting = false;
+    std::deque<Op> waiting;  // For the session.
   };
 
   static void Add(OpCosts& a, const OpCosts& b) {
@@ -109,6 +128,10 @@ class ClusterClient final : public Client {
     a.requests += b.requests;
     a.bytes += b.bytes;
     a.error_completions += b.error_completions;
+  }
+  static bool SameRegion(const proto::ServerInfo& a, const proto::ServerInfo& b) {
+    return a.region().generation() == b.region().generation() &&
+           a.region().rkey() == b.region().rkey();
   }
 
   // Runs the completions Fail queued; returns how many.
@@ -145,11 +168,18 @@ class ClusterClient final : public Client {
   }
 
   void Dispatch(Op op);
+  // Hands `op` to session `c`, retrying a failure where that is safe.
+  void Submit(Client& c, Op op);
+  void Connect(Server& s);
+  void OnConnected(const proto::ServerInfo& info, absl::StatusOr<std::unique_ptr<Client>> c);
+  // Fetches the map in the background; retries wait for the fetch.
+  uint64_t FetchMap();
+  void OnFetched(uint64_t fetch, absl::StatusOr<proto::ClusterMap> map);
   void Adopt(const proto::ClusterMap& map);
   void SyncMap();
   void WatchLoop();
-  // Calls f(Client&) for the region clients of the map's servers, then for
-  // those draining.
+  // Calls f(Client&) for the sessions of the map's servers, then for those
+  // draining.
   template <typename F>
   void ForEachClient(F f) const {
     for (const auto& [id, s] : servers_) {
@@ -157,13 +187,17 @@ class ClusterClient final : public Client {
     }
     for (const auto& c : draining_) f(*c);
   }
-  // A server's region is gone (restarted, or left the map): its client
+  // A server's region is gone (restarted, or left the map): its session
   // drains, polled until its operations have completed (failed, mostly,
-  // and retried where that is safe), and only then closes.
+  // and retried where that is safe), and only then closes. Operations
+  // that waited for it to connect never started: they go where the new
+  // map says.
   void Retire(Server& s) {
     if (s.client) draining_.push_back(std::move(s.client));
+    for (Op& op : s.waiting) redispatch_.push_back(std::move(op));
+    s.waiting.clear();
   }
-  // Closes the draining clients that have nothing left in flight.
+  // Closes the draining sessions that have nothing left in flight.
   void CloseDrained() {
     std::erase_if(draining_, [this](const std::unique_ptr<Client>& c) {
       if (c->in_flight() > 0) return false;
@@ -181,9 +215,14 @@ class ClusterClient final : public Client {
   std::map<std::string, Server> servers_;
   std::vector<std::unique_ptr<Client>> draining_;
   std::deque<std::function<void()>> ready_;
-  std::deque<Op> retries_;
+  std::deque<Op> retries_;     // In order of needs_fetch.
+  std::deque<Op> redispatch_;  // Never started; dispatched in the next Poll.
+  uint64_t fetches_started_ = 0;
+  uint64_t fetches_done_ = 0;
+  bool fetch_again_ = false;  // A retry needs a fetch that starts later.
   OpCosts retired_costs_[kOpTypes];
   fabric::QueuePairCounters retired_counters_;
+  std::unique_ptr<client_internal::BackgroundWorker> background_;
 
   // Written by the watcher thread, taken by the client's thread.
   std::mutex watch_mu_;
@@ -206,16 +245,16 @@ void ClusterClient::Adopt(const proto::ClusterMap& map) {
   epoch_ = map.epoch();
   std::map<std::string, Server> next;
   for (const proto::ServerInfo& info : map.servers()) {
-    Server& s = next[info.id()];
     auto old = servers_.find(info.id());
+    Server& s = next[info.id()];
     if (old != servers_.end()) {
-      // Keep the connection unless the region was registered anew.
-      if (old->second.info.region().generation() == info.region().generation() &&
-          old->second.info.region().rkey() == info.region().rkey()) {
-        s.client = std::move(old->second.client);
+      // Keep the session unless the region was registered anew.
+      if (SameRegion(old->second.info, info)) {
+        s = std::move(old->second);
       } else {
         Retire(old->second);
       }
+      servers_.erase(old);
     }
     s.info = info;
   }
@@ -268,31 +307,92 @@ void ClusterClient::Dispatch(Op op) {
     return Fail(std::move(op), absl::UnavailableError(absl::StrCat(
                                    "server ", s->info.id(), ", which holds this key, is down")));
   }
-  if (!s->client) {
-    const proto::RegionDescriptor& r = s->info.region();
-    fabric::RemoteRegion region{{r.endpoint().address(), options_.cluster_token},
-                                r.base_address(), r.length(), r.rkey()};
-    absl::StatusOr<std::unique_ptr<Client>> c =
-        client_internal::OpenSession(region, options_, {}, resources_);
-    if (!c.ok()) {
-      return Fail(std::move(op), absl::UnavailableError(absl::StrCat(
-                                     "server ", s->info.id(), ": ", c.status().message())));
-    }
-    s->client = std::move(c).value();
+  if (s->client) return Submit(*s->client, std::move(op));
+  s->waiting.push_back(std::move(op));
+  if (!s->connecting) Connect(*s);
+}
+
+void ClusterClient::Connect(Server& s) {
+  s.connecting = true;
+  const proto::RegionDescriptor& r = s.info.region();
+  const fabric::RemoteRegion region{{r.endpoint().address(), options_.cluster_token},
+                                    r.base_address(), r.length(), r.rkey()};
+  auto result = std::make_shared<absl::StatusOr<std::unique_ptr<Client>>>();
+  background_->Run(
+      [result, region, options = options_, resources = resources_] {
+        *result = client_internal::OpenSession(region, options, {}, resources);
+      },
+      [this, result, info = s.info] { OnConnected(info, std::move(*result)); });
+}
+
+void ClusterClient::OnConnected(const proto::ServerInfo& info,
+                                absl::StatusOr<std::unique_ptr<Client>> c) {
+  auto it = servers_.find(info.id());
+  // The map moved on while connecting, or the server left and came back
+  // and another connect won: the session is of no use (it holds no
+  // operations), and those that waited for it went elsewhere.
+  if (it == servers_.end() || !SameRegion(it->second.info, info) || it->second.client) return;
+  Server& s = it->second;
+  s.connecting = false;
+  std::deque<Op> waiting = std::move(s.waiting);
+  s.waiting.clear();
+  if (!c.ok()) {
+    const absl::Status failed = absl::UnavailableError(
+        absl::StrCat("server ", info.id(), ": ", c.status().message()));
+    for (Op& op : waiting) Fail(std::move(op), failed);
+    return;
   }
+  s.client = std::move(c).value();
+  for (Op& op : waiting) Submit(*s.client, std::move(op));
+}
+
+uint64_t ClusterClient::FetchMap() {
+  if (fetches_started_ > fetches_done_) {
+    // The fetch under way may have begun before what failed: one more.
+    fetch_again_ = true;
+    return fetches_started_ + 1;
+  }
+  const uint64_t fetch = ++fetches_started_;
+  auto result = std::make_shared<absl::StatusOr<proto::ClusterMap>>();
+  background_->Run(
+      [this, result] {
+        proto::ClusterMap map;
+        absl::Status s = coord_.GetClusterMap(&map, kFetchTimeout);
+        *result = s.ok() ? absl::StatusOr<proto::ClusterMap>(std::move(map)) : s;
+      },
+      [this, fetch, result] { OnFetched(fetch, std::move(*result)); });
+  return fetch;
+}
+
+void ClusterClient::OnFetched(uint64_t fetch, absl::StatusOr<proto::ClusterMap> map) {
+  fetches_done_ = fetch;
+  if (map.ok()) Adopt(*map);  // A failed fetch: retry on the map there is.
+  if (fetch_again_) {
+    fetch_again_ = false;
+    FetchMap();
+  }
+  while (!retries_.empty() && retries_.front().needs_fetch <= fetches_done_) {
+    Op op = std::move(retries_.front());
+    retries_.pop_front();
+    Dispatch(std::move(op));
+  }
+}
+
+void ClusterClient::Submit(Client& c, Op op) {
   // A failure that may come from a stale map (the server restarted with a
-  // new rkey) is retried once after refreshing the map: a GET or PUT
-  // always (doing either twice is doing it once, later), an INSERT or
-  // DELETE only if its first attempt cannot have taken effect.
+  // new rkey) is retried once, on a freshly fetched map: a GET always, a
+  // write only if its first attempt cannot have taken effect. A write
+  // whose CAS went out may still take effect later (a claim left pending
+  // is committed by the next writer of the key that finds it), so a retry
+  // that succeeded would be followed by the first attempt's write.
   auto retry = [this, op](const absl::Status& st) mutable {
     if (!absl::IsUnavailable(st) || op.retried) return false;
-    const bool idempotent = op.type == OpType::kGet || op.type == OpType::kPut;
-    if (!idempotent && client_internal::OutcomeUnknown(st)) return false;
+    if (op.type != OpType::kGet && client_internal::OutcomeUnknown(st)) return false;
     op.retried = true;
+    op.needs_fetch = FetchMap();
     retries_.push_back(std::move(op));
     return true;
   };
-  Client& c = *s->client;
   switch (op.type) {
     case OpType::kGet:
       c.GetAsync(op.key, [retry, done = op.on_get](absl::StatusOr<std::string> v) mutable {
@@ -301,50 +401,50 @@ void ClusterClient::Dispatch(Op op) {
       });
       break;
     case OpType::kPut:
-    case OpType::kInsert: {
+    case OpType::kInsert:
+    case OpType::kDelete: {
       auto cb = [retry, done = op.on_done](absl::Status st) mutable {
         if (!st.ok() && retry(st)) return;
         done(std::move(st));
       };
       if (op.type == OpType::kPut) {
         c.PutAsync(op.key, op.value, std::move(cb));
-      } else {
+      } else if (op.type == OpType::kInsert) {
         c.InsertAsync(op.key, op.value, std::move(cb));
+      } else {
+        c.DeleteAsync(op.key, std::move(cb));
       }
       break;
     }
-    case OpType::kDelete:
-      c.DeleteAsync(op.key, [retry, done = op.on_done](absl::Status st) mutable {
-        if (!st.ok() && retry(st)) return;
-        done(std::move(st));
-      });
-      break;
   }
 }
 
 size_t ClusterClient::Poll(absl::Duration timeout) {
   size_t finished = 0;
-  if (!retries_.empty()) {
-    proto::ClusterMap map;
-    if (coord_.GetClusterMap(&map, absl::Seconds(2)).ok()) Adopt(map);
-    std::deque<Op> again = std::move(retries_);
-    retries_.clear();
-    for (Op& op : again) Dispatch(std::move(op));
-  }
+  background_->RunFinished();
+  std::deque<Op> again = std::move(redispatch_);
+  redispatch_.clear();
+  for (Op& op : again) Dispatch(std::move(op));
   finished += RunReady();
-  // Callbacks may dispatch and so retire clients; retired ones stay alive
+  // Callbacks may dispatch and so retire sessions; retired ones stay alive
   // (draining) until CloseDrained below.
   std::vector<Client*> busy;
   ForEachClient([&busy](Client& c) {
     if (c.in_flight() > 0) busy.push_back(&c);
   });
   for (Client* c : busy) finished += c->Poll(absl::ZeroDuration());
-  if (finished == 0 && timeout > absl::ZeroDuration() && !busy.empty()) {
-    if (busy.size() == 1) {
-      finished += busy[0]->Poll(timeout);
+  if (finished == 0 && timeout > absl::ZeroDuration()) {
+    if (busy.empty()) {
+      // Only background work (a connect, a map fetch) can make progress.
+      if (background_->pending() > 0) background_->WaitFinished(timeout);
     } else {
-      absl::SleepFor(std::min(timeout, absl::Microseconds(20)));
+      // Every session's queue pair notifies the one channel. Background
+      // work does not: while some is pending, wait in short steps.
+      resources_->channel()->Wait(
+          background_->pending() > 0 ? std::min(timeout, absl::Milliseconds(1)) : timeout);
+      for (Client* c : busy) finished += c->Poll(absl::ZeroDuration());
     }
+    finished += RunReady();
   }
   CloseDrained();
   return finished;

@@ -8,7 +8,13 @@ ScratchArena::ScratchArena(uint8_t* base, uint64_t size) : base_(base), size_(si
   free_[0] = size_;
 }
 
+bool ScratchArena::empty() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return allocated_.empty();
+}
+
 uint8_t* ScratchArena::Allocate(uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
   bytes = (bytes + 63) / 64 * 64;
   if (bytes == 0) bytes = 64;
   for (auto it = free_.begin(); it != free_.end(); ++it) {
@@ -25,6 +31,7 @@ uint8_t* ScratchArena::Allocate(uint64_t bytes) {
 
 void ScratchArena::Free(uint8_t* p) {
   if (p == nullptr) return;
+  std::lock_guard<std::mutex> lock(mu_);
   auto a = allocated_.find(static_cast<uint64_t>(p - base_));
   RKV_CHECK(a != allocated_.end()) << "freeing scratch memory that was not allocated";
   uint64_t off = a->first, len = a->second;

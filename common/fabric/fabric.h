@@ -82,6 +82,19 @@ class QueuePair {
   virtual QueuePairLimits limits() const = 0;
 };
 
+// Wakes a thread that waits for completions on any of many queue pairs: the
+// queue pairs connected with it (QueuePairOptions::channel) notify it, as
+// the CQs of a verbs completion channel do. A client with a queue pair per
+// server waits on one channel instead of visiting each in turn.
+class CompletionChannel {
+ public:
+  virtual ~CompletionChannel() = default;
+  // Returns once an attached queue pair has had a new completion since the
+  // previous Wait returned, or after `timeout`. It may return early too:
+  // callers poll their queue pairs afterwards either way.
+  virtual void Wait(absl::Duration timeout) = 0;
+};
+
 // Accepts queue pairs from remote nodes. Destroying it closes the
 // connections it accepted: their peers see kRetryExceeded.
 class Listener {
@@ -113,6 +126,8 @@ struct QueuePairOptions {
   uint32_t max_send_wr = 512;
   uint32_t max_inline_data = 128;
   absl::Duration connect_timeout = absl::Seconds(5);
+  // Notified of this queue pair's completions; made by the same fabric.
+  std::shared_ptr<CompletionChannel> channel;
 };
 
 class Fabric {
@@ -129,6 +144,9 @@ class Fabric {
   // Starts accepting queue pairs; peers reach this node's registered memory
   // through them.
   virtual absl::StatusOr<std::unique_ptr<Listener>> Listen(const ListenOptions& options) = 0;
+
+  // A channel that queue pairs of this fabric may be connected with.
+  virtual absl::StatusOr<std::shared_ptr<CompletionChannel>> NewCompletionChannel() = 0;
 
   // Connects a queue pair to a listening node. Unavailable when the node
   // cannot be reached or nobody listens there; PermissionDenied when it

@@ -242,6 +242,20 @@ size_t FaultyQueuePair::Wait(absl::Span<Completion> out, absl::Duration timeout)
   }
 }
 
+// Held requests go out only when their queue pair is polled, so while
+// delays are injected a wait is cut short for the caller to poll again.
+class FaultyChannel final : public CompletionChannel {
+ public:
+  FaultyChannel(std::shared_ptr<CompletionChannel> inner, absl::Duration longest)
+      : inner_(std::move(inner)), longest_(longest) {}
+  void Wait(absl::Duration timeout) override { inner_->Wait(std::min(timeout, longest_)); }
+  const std::shared_ptr<CompletionChannel>& inner() const { return inner_; }
+
+ private:
+  const std::shared_ptr<CompletionChannel> inner_;
+  const absl::Duration longest_;
+};
+
 class FaultyFabric final : public Fabric {
  public:
   FaultyFabric(std::unique_ptr<Fabric> inner, const FaultOptions& faults,
@@ -256,9 +270,24 @@ class FaultyFabric final : public Fabric {
   absl::StatusOr<std::unique_ptr<Listener>> Listen(const ListenOptions& options) override {
     return inner_->Listen(options);
   }
+  absl::StatusOr<std::shared_ptr<CompletionChannel>> NewCompletionChannel() override {
+    absl::StatusOr<std::shared_ptr<CompletionChannel>> inner = inner_->NewCompletionChannel();
+    if (!inner.ok()) return inner.status();
+    return std::make_shared<FaultyChannel>(
+        *std::move(inner), faults_.delay_probability > 0 ? absl::Microseconds(50)
+                                                         : absl::InfiniteDuration());
+  }
   absl::StatusOr<std::unique_ptr<QueuePair>> Connect(const Endpoint& endpoint,
                                                      const QueuePairOptions& options) override {
-    absl::StatusOr<std::unique_ptr<QueuePair>> qp = inner_->Connect(endpoint, options);
+    QueuePairOptions o = options;
+    if (o.channel != nullptr) {
+      auto* mine = dynamic_cast<FaultyChannel*>(o.channel.get());
+      if (mine == nullptr) {
+        return absl::InvalidArgumentError("Connect: the completion channel is another fabric's");
+      }
+      o.channel = mine->inner();
+    }
+    absl::StatusOr<std::unique_ptr<QueuePair>> qp = inner_->Connect(endpoint, o);
     if (!qp.ok()) return qp.status();
     const uint64_t seed = faults_.seed * 0x9E3779B97F4A7C15ULL + next_qp_.fetch_add(1);
     return std::unique_ptr<QueuePair>(

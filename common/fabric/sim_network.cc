@@ -92,6 +92,24 @@ void SimQueuePair::Step(uint32_t chunk_bytes) {
   CompleteFrontLocked(status, req.length);
 }
 
+// Waiting runs the network, as a queue pair's Wait does, until an attached
+// queue pair completes something or nothing is left to run.
+class SimCompletionChannel final : public SoftCompletionChannel {
+ public:
+  explicit SimCompletionChannel(std::shared_ptr<SimNetwork> net) : net_(std::move(net)) {}
+  void Wait(absl::Duration) override {
+    while (!TakePending() && net_->RunSlice() > 0) {
+    }
+  }
+
+ private:
+  const std::shared_ptr<SimNetwork> net_;
+};
+
+std::shared_ptr<CompletionChannel> SimNetwork::NewCompletionChannel() {
+  return std::make_shared<SimCompletionChannel>(shared_from_this());
+}
+
 class SimListener final : public Listener {
  public:
   SimListener(std::shared_ptr<SimNetwork> net, std::string name, uint64_t id, std::string token)

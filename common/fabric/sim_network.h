@@ -63,6 +63,7 @@ class SimNetwork : public std::enable_shared_from_this<SimNetwork> {
   uint64_t NextSeed();
 
   // Node plumbing, used by the soft Fabric.
+  std::shared_ptr<CompletionChannel> NewCompletionChannel();
   absl::StatusOr<std::unique_ptr<Listener>> Listen(std::shared_ptr<const MemoryTable> table,
                                                    const ListenOptions& options);
   absl::StatusOr<std::unique_ptr<QueuePair>> Connect(std::shared_ptr<const MemoryTable> local,
@@ -71,6 +72,7 @@ class SimNetwork : public std::enable_shared_from_this<SimNetwork> {
 
  private:
   friend class SimQueuePair;
+  friend class SimCompletionChannel;
   friend class SimListener;
 
   struct ListenerEntry {

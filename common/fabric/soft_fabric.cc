@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/fabric/memory_table.h"
 #include "common/fabric/sim_network.h"
+#include "common/fabric/soft_queue_pair.h"
 #include "common/fabric/soft_tcp.h"
 
 namespace rkv::fabric {
@@ -60,10 +61,19 @@ class SoftFabric final : public Fabric {
     return ListenSoftTcp(table_, options);
   }
 
+  absl::StatusOr<std::shared_ptr<CompletionChannel>> NewCompletionChannel() override {
+    if (sim_) return sim_->NewCompletionChannel();
+    return std::make_shared<SoftCompletionChannel>();
+  }
+
   absl::StatusOr<std::unique_ptr<QueuePair>> Connect(const Endpoint& endpoint,
                                                      const QueuePairOptions& options) override {
     if (options.max_send_wr == 0) {
       return absl::InvalidArgumentError("Connect: max_send_wr must be positive");
+    }
+    if (options.channel != nullptr &&
+        dynamic_cast<SoftCompletionChannel*>(options.channel.get()) == nullptr) {
+      return absl::InvalidArgumentError("Connect: the completion channel is another fabric's");
     }
     if (sim_) return sim_->Connect(table_, endpoint, options);
     return ConnectSoftTcp(table_, endpoint, options);

@@ -1,6 +1,7 @@
 #include "common/fabric/soft_queue_pair.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/fabric/work_request_check.h"
@@ -17,7 +18,25 @@ SoftQueuePair::SoftQueuePair(std::shared_ptr<const MemoryTable> local,
     : local_(std::move(local)),
       // The soft NIC has no hardware READ/atomic limit; it reports the
       // send-queue depth so callers that respect the limit still may batch.
-      limits_{options.max_send_wr, options.max_inline_data, options.max_send_wr} {}
+      limits_{options.max_send_wr, options.max_inline_data, options.max_send_wr},
+      channel_(std::static_pointer_cast<SoftCompletionChannel>(options.channel)) {}
+
+void SoftCompletionChannel::Notify() {
+  std::lock_guard<std::mutex> lock(mu_);
+  pending_ = true;
+  cv_.notify_one();
+}
+
+bool SoftCompletionChannel::TakePending() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::exchange(pending_, false);
+}
+
+void SoftCompletionChannel::Wait(absl::Duration timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout), [this] { return pending_; });
+  pending_ = false;
+}
 
 absl::Status SoftQueuePair::Post(absl::Span<const WorkRequest> batch) {
   std::vector<Pending> pending;
@@ -67,6 +86,7 @@ void SoftQueuePair::PushLocked(const Completion& c) {
   if (c.status != CompletionStatus::kSuccess) counters_.error_completions++;
   cq_.push_back(c);
   cq_ready_.notify_all();
+  if (channel_ != nullptr) channel_->Notify();
 }
 
 void SoftQueuePair::FailAllLocked(CompletionStatus first) {

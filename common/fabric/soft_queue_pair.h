@@ -21,6 +21,23 @@
 
 namespace rkv::fabric {
 
+// The soft backend's completion channel: its queue pairs notify it as they
+// queue each completion.
+class SoftCompletionChannel : public CompletionChannel {
+ public:
+  void Notify();
+  void Wait(absl::Duration timeout) override;
+
+ protected:
+  // Takes the notification, if one is pending.
+  bool TakePending();
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool pending_ ABSL_GUARDED_BY(mu_) = false;
+};
+
 class SoftQueuePair : public QueuePair {
  public:
   SoftQueuePair(std::shared_ptr<const MemoryTable> local, const QueuePairOptions& options);
@@ -81,6 +98,7 @@ class SoftQueuePair : public QueuePair {
 
   const std::shared_ptr<const MemoryTable> local_;
   const QueuePairLimits limits_;
+  const std::shared_ptr<SoftCompletionChannel> channel_;  // May be null.
   std::deque<Completion> cq_ ABSL_GUARDED_BY(mu_);
   std::condition_variable cq_ready_;
   bool error_ ABSL_GUARDED_BY(mu_) = false;

@@ -78,6 +78,36 @@ std::string DeviceName(const rdma_cm_id* id) {
   return id->verbs != nullptr ? ibv_get_device_name(id->verbs->device) : "none";
 }
 
+// One ibv completion channel for the CQs of many queue pairs. Each attached
+// CQ is armed when it is created and re-armed as soon as its event is
+// taken, so it is always either armed or has an event pending: no
+// completion goes unnoticed. Attached queue pairs must not be destroyed
+// while another thread waits on the channel.
+class VerbsCompletionChannel final : public CompletionChannel {
+ public:
+  explicit VerbsCompletionChannel(ibv_comp_channel* channel) : channel_(channel) {}
+  ~VerbsCompletionChannel() override { ibv_destroy_comp_channel(channel_); }
+  ibv_comp_channel* get() const { return channel_; }
+
+  void Wait(absl::Duration timeout) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    pollfd pfd{channel_->fd, POLLIN, 0};
+    const timespec ts = absl::ToTimespec(std::min(timeout, absl::Seconds(3600)));
+    if (::ppoll(&pfd, 1, &ts, nullptr) <= 0) return;
+    ibv_cq* cq = nullptr;
+    void* context = nullptr;
+    // The fd is non-blocking: take every event there is.
+    while (ibv_get_cq_event(channel_, &cq, &context) == 0) {
+      ibv_ack_cq_events(cq, 1);
+      ibv_req_notify_cq(cq, 0);
+    }
+  }
+
+ private:
+  ibv_comp_channel* const channel_;
+  std::mutex mu_;  // One thread takes events at a time.
+};
+
 // Owns an rdma_cm event channel and one id on it, with the id's QP, CQ and
 // completion channel.
 struct CmConnection {
@@ -272,9 +302,11 @@ class SendQueue {
 
 class VerbsQueuePair final : public QueuePair {
  public:
-  VerbsQueuePair(std::shared_ptr<VerbsDevice> device, std::unique_ptr<CmConnection> conn,
-                 QueuePairLimits limits)
+  VerbsQueuePair(std::shared_ptr<VerbsDevice> device,
+                 std::shared_ptr<VerbsCompletionChannel> channel,
+                 std::unique_ptr<CmConnection> conn, QueuePairLimits limits)
       : device_(std::move(device)),
+        channel_(std::move(channel)),
         conn_(std::move(conn)),
         limits_(limits),
         sq_(limits.max_send_wr, RandomSentinel()) {}
@@ -396,6 +428,10 @@ class VerbsQueuePair final : public QueuePair {
       const absl::Time now = absl::Now();
       if (now >= deadline) return 0;
       if (now - start < kSpinBeforeSleep) continue;
+      if (channel_ != nullptr) {  // Shared: it keeps the CQ armed.
+        channel_->Wait(deadline - now);
+        continue;
+      }
       {
         std::lock_guard<std::mutex> lock(mu_);
         if (!armed_) {
@@ -444,6 +480,8 @@ class VerbsQueuePair final : public QueuePair {
   }
 
   const std::shared_ptr<VerbsDevice> device_;
+  // Before conn_: outlives the CQ attached to it. Null: conn_ has its own.
+  const std::shared_ptr<VerbsCompletionChannel> channel_;
   const std::unique_ptr<CmConnection> conn_;
   const QueuePairLimits limits_;
   mutable std::mutex mu_;
@@ -716,6 +754,13 @@ class VerbsFabric final : public Fabric {
         device_, std::move(conn), cq, std::move(address), options.token));
   }
 
+  absl::StatusOr<std::shared_ptr<CompletionChannel>> NewCompletionChannel() override {
+    ibv_comp_channel* channel = ibv_create_comp_channel(device_->ctx());
+    if (channel == nullptr) return ErrnoToStatus(errno, "ibv_create_comp_channel");
+    SetNonBlocking(channel->fd);
+    return std::make_shared<VerbsCompletionChannel>(channel);
+  }
+
   absl::StatusOr<std::unique_ptr<QueuePair>> Connect(const Endpoint& endpoint,
                                                      const QueuePairOptions& options) override {
     if (endpoint.token.size() > kMaxVerbsToken) {
@@ -723,6 +768,10 @@ class VerbsFabric final : public Fabric {
           absl::StrCat("verbs connection tokens are at most ", kMaxVerbsToken, " bytes"));
     }
     RKV_ASSIGN_OR_RETURN(sockaddr_in sa, ParseAddress(endpoint.address));
+    auto shared = std::dynamic_pointer_cast<VerbsCompletionChannel>(options.channel);
+    if (options.channel != nullptr && shared == nullptr) {
+      return absl::InvalidArgumentError("Connect: the completion channel is another fabric's");
+    }
     const std::string what = absl::StrCat("verbs connect to ", endpoint.address);
     const uint32_t max_qp_wr = static_cast<uint32_t>(device_->attr().max_qp_wr);
     if (options.max_send_wr == 0 || options.max_send_wr > max_qp_wr) {
@@ -765,14 +814,18 @@ class VerbsFabric final : public Fabric {
     RKV_RETURN_IF_ERROR(ExpectEvent(conn->channel, RDMA_CM_EVENT_ROUTE_RESOLVED,
                                     options.connect_timeout, what));
 
-    conn->comp_channel = ibv_create_comp_channel(device_->ctx());
-    if (conn->comp_channel == nullptr) {
-      return ErrnoToStatus(errno, absl::StrCat(what, ": ibv_create_comp_channel"));
+    ibv_comp_channel* comp_channel = shared != nullptr ? shared->get() : nullptr;
+    if (comp_channel == nullptr) {
+      conn->comp_channel = comp_channel = ibv_create_comp_channel(device_->ctx());
+      if (comp_channel == nullptr) {
+        return ErrnoToStatus(errno, absl::StrCat(what, ": ibv_create_comp_channel"));
+      }
+      SetNonBlocking(comp_channel->fd);
     }
-    SetNonBlocking(conn->comp_channel->fd);
     conn->cq = ibv_create_cq(device_->ctx(), static_cast<int>(options.max_send_wr), nullptr,
-                             conn->comp_channel, 0);
+                             comp_channel, 0);
     if (conn->cq == nullptr) return ErrnoToStatus(errno, absl::StrCat(what, ": ibv_create_cq"));
+    if (shared != nullptr) ibv_req_notify_cq(conn->cq, 0);
     ibv_qp_init_attr attr{};
     attr.send_cq = attr.recv_cq = conn->cq;
     attr.qp_type = IBV_QPT_RC;
@@ -805,7 +858,7 @@ class VerbsFabric final : public Fabric {
     QueuePairLimits limits{options.max_send_wr, attr.cap.max_inline_data,
                            static_cast<uint32_t>(device_->rd_atomic_initiator())};
     return std::unique_ptr<QueuePair>(
-        std::make_unique<VerbsQueuePair>(device_, std::move(conn), limits));
+        std::make_unique<VerbsQueuePair>(device_, std::move(shared), std::move(conn), limits));
   }
 
  private:

@@ -703,6 +703,38 @@ TEST_P(ConformanceTest, PipelinedRoundsWithReusedBuffersGetTheirOwnResults) {
   RecordProperty("queue_pair_failures", failures);
 }
 
+TEST_P(ConformanceTest, CompletionChannelWakesForEachOfItsQueuePairs) {
+  // Four queue pairs on one channel; a request completing on any of them
+  // ends a wait on the channel, whether it completed before the wait began
+  // or during it.
+  auto channel = env_->initiator->NewCompletionChannel();
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  std::vector<std::unique_ptr<QueuePair>> qps;
+  for (int i = 0; i < 4; ++i) {
+    qps.push_back(Connect({.channel = *channel}));
+    ASSERT_NE(qps.back(), nullptr);
+  }
+  for (int round = 0; round < 8; ++round) {
+    QueuePair& qp = *qps[round % 4];
+    ASSERT_TRUE(qp.Post({env_->Read(round, 0, local(), 8)}).ok());
+    const absl::Time deadline = absl::Now() + absl::Seconds(20);
+    std::vector<Completion> got;
+    while (got.empty() && absl::Now() < deadline) {
+      (*channel)->Wait(deadline - absl::Now());
+      for (auto& q : qps) {
+        Completion c;
+        if (q->Poll({&c, 1}) == 1) got.push_back(c);
+      }
+    }
+    ASSERT_EQ(got.size(), 1u) << "round " << round << ": the channel never woke";
+    EXPECT_EQ(got[0].wr_id, uint64_t(round));
+    EXPECT_EQ(got[0].status, kSuccess);
+  }
+  // A queue pair's own Wait still works on a channel's queue pair.
+  ASSERT_TRUE(qps[0]->Post({env_->Read(99, 0, local(), 8)}).ok());
+  EXPECT_EQ(env_->Await(*qps[0], 1).size(), 1u);
+}
+
 TEST_P(ConformanceTest, ConnectWhereNobodyListensIsUnavailable) {
   const Endpoint e = env_->listener->endpoint();
   env_->listener.reset();

@@ -78,8 +78,11 @@ class Client {
   // A client of a whole cluster: fetches and watches the coordinator's map,
   // places each key on a server by rendezvous hashing of server ids (so
   // every client agrees), connects to servers lazily, and after a failure
-  // refreshes the map and retries once (a restarted server has a new rkey).
-  // Keys of a server that is down fail fast with Unavailable.
+  // refreshes the map and retries once where that is safe (a restarted
+  // server has a new rkey). Keys of a server that is down fail fast with
+  // Unavailable. Its sessions with the servers share one fabric, one
+  // scratch memory and one slot cache. Connects and map fetches run on
+  // background threads: no asynchronous call waits on the network.
   static absl::StatusOr<std::unique_ptr<Client>> OpenCluster(const std::string& coordinator,
                                                              const ClientOptions& options = {});
   // Every operation's callback runs exactly once. Destroying a client runs
@@ -101,18 +104,20 @@ class Client {
   // Asynchronous forms: start the operation and return; `done` runs inside
   // a later Poll(). Errors in the arguments are reported through `done`.
   // Unavailable means the operation failed on its way to the server or
-  // back: it may or may not have taken effect. A cluster client retries
-  // such a failure once where that is safe: GET and PUT always, INSERT and
-  // DELETE only when they cannot have taken effect.
+  // back: it may or may not have taken effect, now or later ("outcome
+  // unknown" in the message; docs/RELIABILITY.md). A cluster client
+  // retries such a failure once where that is safe: a GET always, a write
+  // only when it cannot have taken effect.
   virtual void GetAsync(absl::string_view key, GetCallback done) = 0;
   virtual void PutAsync(absl::string_view key, absl::string_view value, DoneCallback done) = 0;
   virtual void InsertAsync(absl::string_view key, absl::string_view value,
                            DoneCallback done) = 0;
   virtual void DeleteAsync(absl::string_view key, DoneCallback done) = 0;
 
-  // Posts what in-flight operations need (one doorbell for all of them),
-  // handles completions, and runs callbacks. Waits up to `timeout` for a
-  // completion when nothing else can progress. Returns operations finished.
+  // Posts what in-flight operations need (one doorbell per server for all
+  // of them), handles completions, and runs callbacks. Waits up to
+  // `timeout` for a completion from any server when nothing else can
+  // progress. Returns operations finished.
   virtual size_t Poll(absl::Duration timeout = absl::ZeroDuration()) = 0;
   // Operations started and not yet finished.
   virtual size_t in_flight() const = 0;
