@@ -29,6 +29,11 @@ class Driver {
   virtual void Read(const std::string& key, ReadCallback done) = 0;
   // Insert or overwrite.
   virtual void Write(const std::string& key, const std::string& value, WriteCallback done) = 0;
+  // rkv only (kvbench refuses --delete_proportion for other stores, whose
+  // drivers answer Unimplemented at once): AlreadyExists when present.
+  virtual void Insert(const std::string& key, const std::string& value, WriteCallback done);
+  // rkv only, as Insert: NotFound when absent.
+  virtual void Delete(const std::string& key, WriteCallback done);
   // Sends what was started and runs the callbacks of what finished (which
   // may start more). Waits up to `timeout` when nothing has finished yet.
   virtual void Poll(absl::Duration timeout) = 0;

@@ -36,6 +36,12 @@ ABSL_FLAG(double, read_proportion, -1, "Override the workload's share of reads."
 ABSL_FLAG(double, update_proportion, -1, "Override the workload's share of updates.");
 ABSL_FLAG(double, insert_proportion, -1, "Override the workload's share of inserts.");
 ABSL_FLAG(double, rmw_proportion, -1, "Override the workload's share of read-modify-writes.");
+ABSL_FLAG(double, delete_proportion, -1,
+          "rkv only: a share of deletes (rkv Delete, NotFound when absent; no YCSB operation) of "
+          "keys chosen as reads are. Above 0, the run's inserts become rkv Inserts "
+          "(AlreadyExists when present) that first bring back keys the thread deleted, and "
+          "reads, inserts and deletes finding a key absent or present are answers, not errors; "
+          "with --verify each answer is checked too.");
 ABSL_FLAG(std::string, request_distribution, "",
           "zipfian (YCSB's scrambled zipfian, theta 0.99), latest or uniform; default: the "
           "workload's.");
@@ -43,9 +49,9 @@ ABSL_FLAG(bool, verify, false,
           "Values carry key and version; every read is checked against what this run wrote. "
           "Mismatches make the exit status 1.");
 ABSL_FLAG(bool, check, false,
-          "With --verify: after the run, read back every key this run acknowledged a write "
-          "of and check it still holds that write or a later one (phase \"check\"; "
-          "mismatches are lost writes).");
+          "With --verify: after the run, read back every key this run acknowledged a change "
+          "of and check it still holds that write or a later one, or is absent after a delete "
+          "(phase \"check\"; a key found absent though written is a lost write).");
 ABSL_FLAG(absl::Duration, check_patience, absl::Seconds(30),
           "How long the check retries keys whose reads fail (servers restarting).");
 ABSL_FLAG(std::string, key_prefix, "user", "Keys are this prefix and YCSB's hashed key number.");
@@ -62,7 +68,8 @@ constexpr char kUsage[] =
     "kvbench: YCSB core workloads against rkv, memcached or Redis.\n"
     "Usage: kvbench [--driver=rkv|memcached|redis] [--workload=a|b|c|d|f] [--phase=both|load|run]\n"
     "               [--records=N] [--operations=N | --duration=10s] [--threads=T]\n"
-    "               [--outstanding=K] [--target_ops=R] [--verify] [--json=FILE]\n"
+    "               [--outstanding=K] [--target_ops=R] [--delete_proportion=P]\n"
+    "               [--verify [--check]] [--json=FILE]\n"
     "Exit status: 0 when every operation succeeded (and verified), 1 otherwise, 2 for bad flags.";
 
 std::string Quote(const std::string& s) { return absl::StrCat("\"", s, "\""); }
@@ -90,13 +97,18 @@ int main(int argc, char** argv) {
   if (!workload.ok()) return Fail(workload.status());
   const double overrides[kOps] = {
       absl::GetFlag(FLAGS_read_proportion), absl::GetFlag(FLAGS_update_proportion),
-      absl::GetFlag(FLAGS_insert_proportion), absl::GetFlag(FLAGS_rmw_proportion)};
+      absl::GetFlag(FLAGS_insert_proportion), absl::GetFlag(FLAGS_rmw_proportion),
+      absl::GetFlag(FLAGS_delete_proportion)};
   for (int i = 0; i < kOps; ++i) {
     if (overrides[i] < 0) continue;
     workload->proportions[i] = overrides[i];
     workload->name = "custom";
   }
   if (absl::Status s = ValidateProportions(workload->proportions); !s.ok()) return Fail(s);
+  if (workload->proportions[static_cast<int>(Op::kDelete)] > 0 &&
+      absl::GetFlag(FLAGS_driver) != "rkv") {
+    return Fail(absl::InvalidArgumentError("--delete_proportion needs --driver=rkv"));
+  }
   if (const std::string d = absl::GetFlag(FLAGS_request_distribution); !d.empty()) {
     absl::StatusOr<Distribution> dist = ParseDistribution(d);
     if (!dist.ok()) return Fail(dist.status());

@@ -30,6 +30,10 @@ std::string PhaseJson(const PhaseResult& r) {
   fields.push_back(absl::StrCat("\"errors\": ", r.errors));
   fields.push_back(absl::StrCat("\"not_found\": ", r.not_found));
   fields.push_back(absl::StrCat("\"acked_writes\": ", r.acked_writes));
+  fields.push_back(absl::StrCat("\"acked_inserts\": ", r.acked_inserts));
+  fields.push_back(absl::StrCat("\"insert_exists\": ", r.insert_exists));
+  fields.push_back(absl::StrCat("\"acked_deletes\": ", r.acked_deletes));
+  fields.push_back(absl::StrCat("\"delete_absent\": ", r.delete_absent));
   fields.push_back(absl::StrCat("\"verify\": {\"reads_checked\": ", r.reads_checked,
                                 ", \"mismatches\": ", r.mismatches, ", \"lost\": ", r.lost,
                                 "}"));
@@ -66,10 +70,17 @@ std::string PhaseJson(const PhaseResult& r) {
 void PrintSummary(const PhaseResult& r, std::ostream& out) {
   out << absl::StrFormat("\n[%s] %d operations in %.2f s: %.0f ops/s, %d errors", r.phase,
                          r.operations, r.seconds, r.throughput(), r.errors);
+  const bool deleted = r.acked_deletes + r.delete_absent > 0;
   if (r.not_found > 0) {
-    out << absl::StrFormat(", %d reads found nothing (were the records loaded?)", r.not_found);
+    out << absl::StrFormat(", %d reads found nothing%s", r.not_found,
+                           deleted ? "" : " (were the records loaded?)");
   }
   out << "\n";
+  if (r.acked_inserts + r.insert_exists > 0 || deleted) {
+    out << absl::StrFormat(
+        "inserts: %d acknowledged, %d already present; deletes: %d acknowledged, %d absent\n",
+        r.acked_inserts, r.insert_exists, r.acked_deletes, r.delete_absent);
+  }
   if (r.errors > 0) out << "first error: " << r.first_error << "\n";
   out << absl::StrFormat("%-8s %10s %10s %10s %10s %10s %10s %10s\n", "op", "count", "p50 us",
                          "p90 us", "p99 us", "p99.9 us", "max us", "mean us");

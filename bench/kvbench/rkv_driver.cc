@@ -15,6 +15,12 @@ class RkvDriver final : public Driver {
   void Write(const std::string& key, const std::string& value, WriteCallback done) override {
     client_->PutAsync(key, value, std::move(done));
   }
+  void Insert(const std::string& key, const std::string& value, WriteCallback done) override {
+    client_->InsertAsync(key, value, std::move(done));
+  }
+  void Delete(const std::string& key, WriteCallback done) override {
+    client_->DeleteAsync(key, std::move(done));
+  }
   void Poll(absl::Duration timeout) override { client_->Poll(timeout); }
   size_t in_flight() const override { return client_->in_flight(); }
 

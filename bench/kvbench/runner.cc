@@ -30,12 +30,17 @@ struct Benchmark::Worker {
   std::atomic<uint64_t> errors{0};
   uint64_t not_found = 0;
   uint64_t acked_writes = 0;
+  uint64_t acked_inserts = 0;
+  uint64_t insert_exists = 0;
+  uint64_t acked_deletes = 0;
+  uint64_t delete_absent = 0;
   uint64_t reads_checked = 0;
   uint64_t mismatches = 0;
   uint64_t lost = 0;
   std::string first_mismatch;
   std::string first_error;
   std::optional<std::array<OpCosts, kOpTypes>> costs_before;
+  std::deque<int64_t> deleted;  // Keys this thread deleted, for its inserts to bring back.
 };
 
 namespace {
@@ -61,9 +66,13 @@ absl::StatusOr<PhaseResult> Benchmark::RunPhase(const std::string& phase, bool l
   std::array<double, kOps> load_mix{};
   load_mix[static_cast<int>(Op::kInsert)] = 1;
   const OpChooser chooser(load ? load_mix : c.workload.proportions);
-  const double insert_share = c.workload.proportions[static_cast<int>(Op::kInsert)] /
-                              (c.workload.proportions[0] + c.workload.proportions[1] +
-                               c.workload.proportions[2] + c.workload.proportions[3]);
+  double total_share = 0;
+  for (double p : c.workload.proportions) total_share += p;
+  const double insert_share = c.workload.proportions[static_cast<int>(Op::kInsert)] / total_share;
+  // A mix with deletes exercises rkv's Insert and Delete: keys may be
+  // absent, and inserts are rkv Inserts, which bring back keys the thread
+  // deleted before they make new ones (so the key space keeps its size).
+  const bool deletes = !load && c.workload.proportions[static_cast<int>(Op::kDelete)] > 0;
   // YCSB sizes the zipfian key space by the operation count; a run bounded
   // by time sizes it as if it issued as many operations as there are records.
   const int64_t expected_inserts = static_cast<int64_t>(
@@ -109,40 +118,73 @@ absl::StatusOr<PhaseResult> Benchmark::RunPhase(const std::string& phase, bool l
       }
       w.Count(w.done);
     };
-    auto write = [&, this](int64_t k, Op op, absl::Time intended, std::function<void()> then) {
+    // Puts, inserts and deletes; `then` runs when the store has answered.
+    auto write = [&, this](int64_t k, Op op, Verifier::Change change, absl::Time intended,
+                           std::function<void()> then) {
       const std::string key = KeyName(k, c.key_prefix);
       const Verifier::WriteTicket ticket =
-          verifier_ ? verifier_->StartWrite(k) : Verifier::WriteTicket{0, 0};
-      const std::string value =
-          EncodeValue(key, verifier_ ? verifier_->nonce() : 0, ticket.version, c.value_size);
-      w.driver->Write(key, value, [&, this, k, op, intended, ticket, then](absl::Status s) {
-        if (verifier_) verifier_->FinishWrite(k, ticket, s.ok());
-        w.acked_writes += s.ok();
+          verifier_ ? verifier_->StartWrite(k, change) : Verifier::WriteTicket{0, 0};
+      auto done = [&, this, k, key, op, change, intended, ticket, then](absl::Status s) {
+        const absl::Status bad =
+            verifier_ ? verifier_->FinishWrite(k, key, ticket, s) : absl::OkStatus();
+        const bool exists = change == Verifier::Change::kInsert && absl::IsAlreadyExists(s);
+        const bool absent = change == Verifier::Change::kDelete && absl::IsNotFound(s);
+        const bool found_absent = absent || (change == Verifier::Change::kInsert && s.ok());
+        if (change == Verifier::Change::kDelete) {
+          w.acked_deletes += s.ok();
+          w.delete_absent += absent;
+        } else {
+          w.acked_writes += s.ok();
+          w.acked_inserts += s.ok() && change == Verifier::Change::kInsert;
+          w.insert_exists += exists;
+        }
+        // AlreadyExists and NotFound are answers here, not errors.
+        if (exists || absent) s = absl::OkStatus();
+        if (!bad.ok()) {
+          if (w.mismatches++ == 0) w.first_mismatch = std::string(bad.message());
+          // Found absent after a write of it was acknowledged.
+          if (found_absent) ++w.lost;
+          s = bad;
+        }
         if (then) then();
         finish(op, intended, s);
-      });
+      };
+      if (change == Verifier::Change::kDelete) {
+        w.driver->Delete(key, std::move(done));
+        return;
+      }
+      const std::string value =
+          EncodeValue(key, verifier_ ? verifier_->nonce() : 0, ticket.version, c.value_size);
+      if (change == Verifier::Change::kInsert) {
+        w.driver->Insert(key, value, std::move(done));
+      } else {
+        w.driver->Write(key, value, std::move(done));
+      }
     };
-    // Reads; an RMW continues with its write when the read succeeded.
+    // Reads; an RMW continues with its write when the read found a value.
     auto read = [&, this](int64_t k, Op op, absl::Time intended) {
       const std::string key = KeyName(k, c.key_prefix);
       const Verifier::ReadTicket ticket =
           verifier_ ? verifier_->StartRead(k) : Verifier::ReadTicket{0, false};
       w.driver->Read(key, [&, this, k, key, op, intended, ticket](absl::StatusOr<std::string> v) {
-        // Reads only ask for loaded or acknowledged keys: absent is an
-        // error, as in YCSB.
+        // Without deletes, reads only ask for loaded or acknowledged keys:
+        // absent is an error, as in YCSB. With them, absent is an answer.
         absl::Status s = v.status();
-        if (absl::IsNotFound(s)) ++w.not_found;
-        if (verifier_ && (s.ok() || absl::IsNotFound(s))) {
+        if (absl::IsNotFound(s)) {
+          ++w.not_found;
+          if (deletes) s = absl::OkStatus();
+        }
+        if (verifier_ && (v.ok() || absl::IsNotFound(v.status()))) {
           // Absent after an acknowledged write is a lost write.
           ++w.reads_checked;
           if (absl::Status bad = verifier_->Check(k, key, ticket, v); !bad.ok()) {
             if (w.mismatches++ == 0) w.first_mismatch = std::string(bad.message());
-            if (absl::IsNotFound(s)) ++w.lost;
+            if (absl::IsNotFound(v.status())) ++w.lost;
             s = bad;
           }
         }
-        if (op == Op::kReadModifyWrite && s.ok()) {
-          write(k, op, intended, nullptr);
+        if (op == Op::kReadModifyWrite && v.ok() && s.ok()) {
+          write(k, op, Verifier::Change::kPut, intended, nullptr);
         } else {
           finish(op, intended, s);
         }
@@ -163,15 +205,22 @@ absl::StatusOr<PhaseResult> Benchmark::RunPhase(const std::string& phase, bool l
           next_intended += interval;
         }
         const Op op = w.ops.Next(w.rng);
-        if (op == Op::kInsert) {
+        if (op == Op::kInsert && deletes && !w.deleted.empty()) {
+          write(w.deleted.front(), op, Verifier::Change::kInsert, intended, nullptr);
+          w.deleted.pop_front();
+        } else if (op == Op::kInsert) {
           const int64_t k = inserts.Next();
           if (load && k >= c.records) {
             stopping = true;
             break;
           }
-          write(k, op, intended, [&inserts, k] { inserts.Acknowledge(k); });
+          write(k, op, deletes ? Verifier::Change::kInsert : Verifier::Change::kPut, intended,
+                [&inserts, k] { inserts.Acknowledge(k); });
         } else if (op == Op::kUpdate) {
-          write(w.keys->Next(w.rng), op, intended, nullptr);
+          write(w.keys->Next(w.rng), op, Verifier::Change::kPut, intended, nullptr);
+        } else if (op == Op::kDelete) {
+          const int64_t k = w.keys->Next(w.rng);
+          write(k, op, Verifier::Change::kDelete, intended, [&w, k] { w.deleted.push_back(k); });
         } else {
           read(w.keys->Next(w.rng), op, intended);
         }
@@ -226,6 +275,10 @@ absl::StatusOr<PhaseResult> Benchmark::RunPhase(const std::string& phase, bool l
     r.errors += w->errors.load();
     r.not_found += w->not_found;
     r.acked_writes += w->acked_writes;
+    r.acked_inserts += w->acked_inserts;
+    r.insert_exists += w->insert_exists;
+    r.acked_deletes += w->acked_deletes;
+    r.delete_absent += w->delete_absent;
     r.reads_checked += w->reads_checked;
     if (r.mismatches == 0) r.first_mismatch = w->first_mismatch;
     r.mismatches += w->mismatches;
@@ -257,7 +310,7 @@ absl::StatusOr<PhaseResult> Benchmark::Check(absl::Duration patience) {
   Driver& d = **driver;
   std::deque<int64_t> todo;
   for (int64_t k = 0; k < key_end_; ++k) {
-    if (verifier_->StartRead(k).written) todo.push_back(k);
+    if (verifier_->StartRead(k).acked) todo.push_back(k);
   }
   const absl::Time start = absl::Now(), deadline = start + patience;
   std::deque<int64_t> retry;

@@ -42,11 +42,15 @@ struct PhaseResult {
   double seconds = 0;
   uint64_t operations = 0;
   uint64_t errors = 0;
-  uint64_t acked_writes = 0;   // Writes the store acknowledged.
-  uint64_t not_found = 0;      // Reads of absent keys (counted in errors too).
+  uint64_t acked_writes = 0;   // Writes (updates and inserts) the store acknowledged.
+  uint64_t acked_inserts = 0;  // Of those, rkv Inserts (--delete_proportion).
+  uint64_t insert_exists = 0;  // Inserts answered AlreadyExists.
+  uint64_t acked_deletes = 0;  // Deletes that removed a key.
+  uint64_t delete_absent = 0;  // Deletes answered NotFound.
+  uint64_t not_found = 0;      // Reads of absent keys (errors too, unless the mix deletes).
   uint64_t reads_checked = 0;  // --verify
   uint64_t mismatches = 0;     // --verify
-  uint64_t lost = 0;  // Of the mismatches: absent after an acknowledged write.
+  uint64_t lost = 0;  // Of the mismatches: found absent after an acknowledged write.
   std::string first_mismatch;
   std::string first_error;
   std::array<Histogram, kOps> latency_ns;  // By Op, from intended start to completion.
@@ -65,10 +69,11 @@ class Benchmark {
   absl::StatusOr<PhaseResult> Load();
   // The workload's mix (the run phase). Assumes the records are loaded.
   absl::StatusOr<PhaseResult> Run();
-  // --verify only: reads back every key this run acknowledged a write of,
-  // and checks it holds that write or a later one ("reads_checked" keys,
-  // "mismatches" lost). A read that fails is retried for `patience`
-  // (servers may be restarting), then counted in "errors".
+  // --verify only: reads back every key this run acknowledged a change of,
+  // and checks it holds that write or a later one, or is absent after a
+  // delete ("reads_checked" keys, "mismatches"; "lost" of them absent
+  // though written). A read that fails is retried for `patience` (servers
+  // may be restarting), then counted in "errors".
   absl::StatusOr<PhaseResult> Check(absl::Duration patience);
 
  private:

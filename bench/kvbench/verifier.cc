@@ -1,7 +1,9 @@
 #include "bench/kvbench/verifier.h"
 
+#include <algorithm>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -43,13 +45,21 @@ absl::StatusOr<DecodedValue> DecodeValue(absl::string_view value) {
   return d;
 }
 
-Verifier::WriteTicket Verifier::StartWrite(int64_t keynum) {
+Verifier::WriteTicket Verifier::StartWrite(int64_t keynum, Change change) {
   std::unique_lock<std::mutex> lock;
   KeyState& s = Lock(keynum, &lock);
-  return {++s.issued, s.finished};
+  const WriteTicket t{++s.issued, s.finished, change, {s.floor, s.acked}};
+  s.possible.push_back({t.version, change == Change::kDelete});
+  return t;
 }
 
 void Verifier::FinishWrite(int64_t keynum, const WriteTicket& ticket, bool acknowledged) {
+  absl::Status result = acknowledged ? absl::OkStatus() : absl::UnavailableError("failed");
+  (void)FinishWrite(keynum, "", ticket, result);
+}
+
+absl::Status Verifier::FinishWrite(int64_t keynum, absl::string_view key,
+                                   const WriteTicket& ticket, const absl::Status& result) {
   std::unique_lock<std::mutex> lock;
   KeyState& s = Lock(keynum, &lock);
   s.finished_above.push_back(ticket.version);
@@ -65,25 +75,60 @@ void Verifier::FinishWrite(int64_t keynum, const WriteTicket& ticket, bool ackno
       }
     }
   }
-  if (acknowledged) {
-    s.floor = std::max(s.floor, ticket.finished);
-    s.written = true;
+
+  const bool insert = ticket.change == Change::kInsert;
+  const bool del = ticket.change == Change::kDelete;
+  const bool changed_nothing = (insert && absl::IsAlreadyExists(result)) ||
+                               (del && absl::IsNotFound(result));
+  absl::Status verdict;
+  if ((insert || del) && (result.ok() || changed_nothing)) {
+    const bool found_absent = insert ? result.ok() : changed_nothing;
+    if (!May(s, ticket.before, found_absent, ticket.version)) {
+      verdict = absl::DataLossError(absl::StrCat(
+          key, ": ", insert ? "insert" : "delete", " answered ",
+          result.ok() ? "OK" : absl::StatusCodeToString(result.code()), ", but the key was surely ",
+          found_absent ? "present" : "absent", " throughout"));
+    }
   }
+  if (changed_nothing) {
+    for (size_t i = 0; i < s.possible.size(); ++i) {
+      if (s.possible[i].version == ticket.version) {
+        s.possible.erase(s.possible.begin() + static_cast<ptrdiff_t>(i));
+        break;
+      }
+    }
+  }
+  if (result.ok()) {
+    s.acked = true;
+    if (ticket.finished > s.floor) {
+      s.floor = ticket.finished;
+      // Versions the floor passed cannot be read by operations that start
+      // from now on; those already under way remember them by the newest.
+      std::erase_if(s.possible, [&s](const Version& v) {
+        if (v.version > s.floor) return false;
+        uint64_t& passed = v.absent ? s.passed_absent : s.passed_value;
+        passed = std::max(passed, v.version);
+        return true;
+      });
+    }
+  }
+  return verdict;
 }
 
 Verifier::ReadTicket Verifier::StartRead(int64_t keynum) {
   std::unique_lock<std::mutex> lock;
   const KeyState& s = Lock(keynum, &lock);
-  return {s.floor, s.written};
+  return {s.floor, s.acked};
 }
 
 absl::Status Verifier::Check(int64_t keynum, absl::string_view key, const ReadTicket& ticket,
                              const absl::StatusOr<std::string>& result) {
   if (!result.ok()) {
     if (!absl::IsNotFound(result.status())) return result.status();
-    if (!ticket.written) return absl::OkStatus();
-    return absl::DataLossError(
-        absl::StrCat(key, ": not found, but a write was acknowledged before the read"));
+    std::unique_lock<std::mutex> lock;
+    if (May(Lock(keynum, &lock), ticket, /*absent=*/true, 0)) return absl::OkStatus();
+    return absl::DataLossError(absl::StrCat(
+        key, ": not found, but a write was acknowledged before the read and no delete since"));
   }
   absl::StatusOr<DecodedValue> d = DecodeValue(*result);
   if (!d.ok()) return absl::DataLossError(absl::StrCat(key, ": ", d.status().message()));
@@ -91,17 +136,37 @@ absl::Status Verifier::Check(int64_t keynum, absl::string_view key, const ReadTi
     return absl::DataLossError(absl::StrCat(key, ": holds the value of ", d->key));
   }
   if (d->nonce != nonce_) {
-    if (!ticket.written) return absl::OkStatus();  // An earlier run's value, not yet overwritten.
+    if (!ticket.acked) return absl::OkStatus();  // An earlier run's value, not yet overwritten.
     return absl::DataLossError(absl::StrCat(
-        key, ": an earlier run's value, but a write was acknowledged before the read"));
+        key, ": an earlier run's value, but a change was acknowledged before the read"));
   }
   std::unique_lock<std::mutex> lock;
-  const uint64_t issued = Lock(keynum, &lock).issued;
-  if (d->version <= ticket.floor || d->version > issued) {
+  const KeyState& s = Lock(keynum, &lock);
+  if (d->version <= ticket.floor || d->version > s.issued) {
     return absl::DataLossError(absl::StrCat(key, ": version ", d->version, ", expected one in (",
-                                            ticket.floor, ", ", issued, "]"));
+                                            ticket.floor, ", ", s.issued, "]"));
+  }
+  // Above the floor every version that may be read is still listed; one
+  // that is not was an insert answered AlreadyExists, which wrote nothing.
+  if (d->version > s.floor) {
+    bool written = false;
+    for (const Version& v : s.possible) written |= v.version == d->version && !v.absent;
+    if (!written) {
+      return absl::DataLossError(absl::StrCat(key, ": version ", d->version,
+                                              " was never written (a delete's, or an insert "
+                                              "answered AlreadyExists)"));
+    }
   }
   return absl::OkStatus();
+}
+
+bool Verifier::May(const KeyState& s, const ReadTicket& ticket, bool absent, uint64_t own) {
+  if (!ticket.acked) return true;  // The key may still hold what it held before the run.
+  if ((absent ? s.passed_absent : s.passed_value) > ticket.floor) return true;
+  for (const Version& v : s.possible) {
+    if (v.absent == absent && v.version != own && v.version > ticket.floor) return true;
+  }
+  return false;
 }
 
 Verifier::KeyState& Verifier::Lock(int64_t keynum, std::unique_lock<std::mutex>* lock) {

@@ -1,14 +1,23 @@
 // --verify: every value names its key, this run's nonce and a version, and
 // every read is checked against what this run wrote.
 //
-// Writes to one key may overlap (threads, and operations in flight within
-// a thread), and overlapping writes may take effect in either order, so a
-// read may return an older version than the last one acknowledged. What it
-// may not return is a version v that was surely overwritten before the
-// read began: one for which some write w started after v had finished, and
-// was acknowledged before the read started. The verifier tracks, per key,
-// the versions issued, the prefix of versions finished, and the largest
-// such prefix seen by an acknowledged write when it started (the floor).
+// Every change of a key (a put, an insert, a delete) is a version of it; a
+// delete's version is the key's absence. Changes of one key may overlap
+// (threads, and operations in flight within a thread), and overlapping
+// changes may take effect in either order, so a read may return an older
+// version than the last one acknowledged. What it may not return is a
+// version v that was surely overwritten before the read began: one for
+// which some change c started after v had finished, and was acknowledged
+// before the read started. The verifier tracks, per key, the versions
+// issued, the prefix of versions finished, and the largest such prefix
+// seen by an acknowledged change when it started (the floor).
+//
+// An insert's or a delete's answer is a read of the key too: an insert
+// answered OK or a delete answered NotFound found the key absent, an
+// insert answered AlreadyExists or a delete answered OK found it present,
+// at some moment during the call; an insert or delete so answered changed
+// nothing. A change that failed otherwise (Unavailable: outcome unknown)
+// may or may not have taken effect, and either is accepted.
 #ifndef RKV_BENCH_KVBENCH_VERIFIER_H_
 #define RKV_BENCH_KVBENCH_VERIFIER_H_
 
@@ -20,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
@@ -43,29 +53,53 @@ class Verifier {
   explicit Verifier(uint64_t nonce) : nonce_(nonce) {}
   uint64_t nonce() const { return nonce_; }
 
-  struct WriteTicket {
-    uint64_t version;   // Versions start at 1.
-    uint64_t finished;  // Every version up to this one had finished when the write started.
-  };
+  enum class Change { kPut, kInsert, kDelete };
+
   struct ReadTicket {
     uint64_t floor;  // Versions up to this one were surely overwritten.
-    bool written;    // Some write of this run was acknowledged: the key must hold this run's value.
+    bool acked;      // Some change of this run was acknowledged: what the key held before is gone.
+  };
+  struct WriteTicket {
+    uint64_t version;   // Versions start at 1.
+    uint64_t finished;  // Every version up to this one had finished when the change started.
+    Change change = Change::kPut;
+    ReadTicket before{0, false};  // Checks an insert's or delete's answer.
   };
 
-  WriteTicket StartWrite(int64_t keynum);
+  WriteTicket StartWrite(int64_t keynum, Change change = Change::kPut);
+  // A put's end: acknowledged, or failed with its outcome unknown.
   void FinishWrite(int64_t keynum, const WriteTicket& ticket, bool acknowledged);
+  // Any change's end, given its result. For an insert answered OK or
+  // AlreadyExists, or a delete answered OK or NotFound, also checks that
+  // the key may have been absent or present, as the answer says: OK or why
+  // the answer is wrong. Other errors leave the outcome unknown.
+  absl::Status FinishWrite(int64_t keynum, absl::string_view key, const WriteTicket& ticket,
+                           const absl::Status& result);
   ReadTicket StartRead(int64_t keynum);
   // Checks what a read returned (NotFound included); OK or why it is wrong.
   absl::Status Check(int64_t keynum, absl::string_view key, const ReadTicket& ticket,
                      const absl::StatusOr<std::string>& result);
 
  private:
+  struct Version {
+    uint64_t version;
+    bool absent;  // A delete's.
+  };
   struct KeyState {
     uint64_t issued = 0;
     uint64_t finished = 0;                 // Versions 1..finished are all done.
     std::vector<uint64_t> finished_above;  // Done, above a gap (few: writes in flight).
     uint64_t floor = 0;
-    bool written = false;
+    bool acked = false;
+    // The versions above the floor that the key may hold: in flight,
+    // acknowledged, or of unknown outcome (few, unless changes keep
+    // failing). Inserts answered AlreadyExists and deletes answered
+    // NotFound changed nothing and are dropped.
+    std::vector<Version> possible;
+    // The newest value and absence dropped from `possible` when the floor
+    // passed them: still possible for operations that began below it.
+    uint64_t passed_value = 0;
+    uint64_t passed_absent = 0;
   };
   static constexpr int kChunkBits = 16;
   static constexpr int kChunks = 1 << 16;  // 2^32 keys.
@@ -73,6 +107,9 @@ class Verifier {
 
   // Locks the key's stripe; returns its state.
   KeyState& Lock(int64_t keynum, std::unique_lock<std::mutex>* lock);
+  // Whether the key may have been absent (or present), by a version other
+  // than `own`, at some moment after an operation holding `ticket` began.
+  static bool May(const KeyState& s, const ReadTicket& ticket, bool absent, uint64_t own);
 
   const uint64_t nonce_;
   std::array<std::mutex, kStripes> stripes_;

@@ -15,6 +15,8 @@ const char* OpName(Op op) {
       return "insert";
     case Op::kReadModifyWrite:
       return "rmw";
+    case Op::kDelete:
+      return "delete";
   }
   return "?";
 }

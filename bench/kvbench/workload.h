@@ -16,9 +16,10 @@
 
 namespace rkv::bench {
 
-enum class Op { kRead = 0, kUpdate = 1, kInsert = 2, kReadModifyWrite = 3 };
-inline constexpr int kOps = 4;
-const char* OpName(Op op);  // "read", "update", "insert", "rmw"
+// kDelete is no YCSB operation: rkv's Delete, mixed in by --delete_proportion.
+enum class Op { kRead = 0, kUpdate = 1, kInsert = 2, kReadModifyWrite = 3, kDelete = 4 };
+inline constexpr int kOps = 5;
+const char* OpName(Op op);  // "read", "update", "insert", "rmw", "delete"
 
 enum class Distribution { kZipfian, kLatest, kUniform };
 absl::StatusOr<Distribution> ParseDistribution(absl::string_view name);

@@ -46,6 +46,10 @@ common=(--records=3000 --operations=12000 --threads=2 --outstanding=8)
 run rkv-a --driver=rkv --coordinator="$RKV_COORDINATOR" --workload=a "${common[@]}"
 run rkv-d --driver=rkv --coordinator="$RKV_COORDINATOR" --workload=d "${common[@]}"
 run rkv-f --driver=rkv --coordinator="$RKV_COORDINATOR" --workload=f "${common[@]}"
+# rkv Inserts and Deletes mixed in, every answer checked.
+run rkv-deletes --driver=rkv --coordinator="$RKV_COORDINATOR" --workload=a --insert_proportion=0.1 \
+  --delete_proportion=0.1 --key_prefix=del "${common[@]}"
+grep -q '"acked_deletes": [1-9]' "$RKV_CLUSTER_DIR/rkv-deletes.json" || fail "rkv-deletes: no deletes"
 # The run phase alone, over the keys loaded above, bounded by time.
 run rkv-c --driver=rkv --coordinator="$RKV_COORDINATOR" --workload=c --phase=run \
   --records=3000 --duration=2s --target_ops=2000

@@ -7,14 +7,19 @@
 #   kill -9 of a second client in the middle of its inserts and updates;
 #   soft-fabric faults on the verifying client (delays, dropped connections,
 #   requests failed with unknown outcome).
-# Afterwards every key whose write was acknowledged is read back and must
-# hold that write or a later one; no read during the run may have returned a
-# value that was never written or was already overwritten (a wrong read), or
-# found a key absent after a write of it was acknowledged (lost, as is a
-# mismatch in the read-back). The last line:
+# The load is YCSB workload A (reads and updates); with --deletes, rkv
+# Inserts and Deletes too, so keys come and go. Afterwards every key whose
+# change was acknowledged is read back and must hold that write or a later
+# one, or be absent after a delete; no read during the run may have
+# returned a value that was never written or was already overwritten or
+# deleted, and no insert or delete may have found a key present that was
+# surely absent (a wrong read), or found a key absent after a write of it
+# was acknowledged (lost, as is a mismatch in the read-back). Changes that
+# failed with unknown outcome may or may not have happened; either is
+# accepted. The last line:
 #   faults=N acked_writes=M keys_checked=K wrong_reads=W lost=L
 #
-#   tests/fault/run.sh [--quick | --long] [--bin=DIR] [--lose-region]
+#   tests/fault/run.sh [--quick | --long] [--deletes] [--bin=DIR] [--lose-region]
 #
 # --quick (the default, run by ctest): one round of faults, about 25 s.
 # --long: ten rounds, about 3 minutes. Exit status 0 iff nothing was lost
@@ -27,13 +32,17 @@ cd "$(dirname "$0")/../.."
 rounds=1
 bin=build/bin
 lose_region=0
+mix=(--workload=a)
 for arg in "$@"; do
   case "$arg" in
     --quick) rounds=1 ;;
     --long) rounds=10 ;;
     --bin=*) bin="${arg#*=}" ;;
     --lose-region) lose_region=1 ;;
-    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --deletes)
+      mix=(--workload=a --read_proportion=0.4 --update_proportion=0.3 --insert_proportion=0.15
+           --delete_proportion=0.15) ;;
+    -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run.sh: unknown argument '$arg' (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -65,11 +74,13 @@ kill9() { bash scripts/cluster.sh kill "$1"; }
 
 bash scripts/cluster.sh start 3
 
-# The verifying load: workload A, every read checked, every acknowledged
-# write read back at the end. Its own soft-fabric faults come on top.
+# The verifying load: every read checked, and with --deletes every
+# insert's and delete's answer too (an insert brings back a key the thread
+# deleted); every acknowledged change read back at the end. Its own
+# soft-fabric faults come on top.
 per_round=18
 duration=$((rounds * per_round + 4))
-"$bin/kvbench" --workload=a --records=4000 --duration="${duration}s" --threads=2 \
+"$bin/kvbench" "${mix[@]}" --records=4000 --duration="${duration}s" --threads=2 \
   --outstanding=8 --verify --check --check_patience=30s --progress=false \
   --coordinator="$RKV_COORDINATOR" --json="$dir/load.json" \
   --fabric=soft --fabric_faults="delay=0.002,max_delay=3ms,fail=0.0002,drop=0.0001,seed=$RANDOM" \
@@ -138,7 +149,11 @@ lost=$(( $(phase_field run lost) + $(phase_field check mismatches) ))
 bad_reads=$(( $(phase_field run mismatches) - $(phase_field run lost) ))
 checked=$(phase_field check reads_checked)
 unreadable=$(phase_field check errors)
-grep -E '^\[|^verify|^first' "$dir/kvbench.log" || true
+grep -E '^\[|^verify|^first|^inserts' "$dir/kvbench.log" || true
 echo "operations=$run_ops errors_during_faults=$run_errors wrong_reads=$bad_reads unreadable_at_end=$unreadable (kvbench exit $load_status)"
+if [ "${#mix[@]}" -gt 1 ]; then
+  echo "inserts=$(phase_field run acked_inserts) (already present $(phase_field run insert_exists))" \
+    "deletes=$(phase_field run acked_deletes) (absent $(phase_field run delete_absent))"
+fi
 echo "faults=$faults acked_writes=$acked keys_checked=$checked wrong_reads=$bad_reads lost=$lost"
 [ "$lost" = 0 ] && [ "$bad_reads" = 0 ] && [ "$unreadable" = 0 ] && [ "$checked" -gt 0 ]
