@@ -79,6 +79,7 @@ class FaultyQueuePair final : public QueuePair {
   mutable std::mutex mu_;
   // Shared with a poller that waits on it outside mu_; null once broken.
   std::shared_ptr<QueuePair> inner_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<QueuePair>> broken_ ABSL_GUARDED_BY(mu_);
   const QueuePairLimits limits_;
   const FaultOptions faults_;
   const std::function<absl::Time()> clock_;
@@ -179,8 +180,9 @@ void FaultyQueuePair::BreakLocked(CompletionStatus first) {
   }
   error_ = true;
   // Requests already sent may still execute at the target, as when a
-  // connection breaks with requests on the wire.
-  inner_.reset();
+  // connection breaks with requests on the wire: the inner queue pair is
+  // kept, unpolled, so that its requests go on (the simulation steps them).
+  if (inner_ != nullptr) broken_.push_back(std::move(inner_));
 }
 
 void FaultyQueuePair::EmitLocked(const Entry& e, CompletionStatus status) {
