@@ -63,8 +63,9 @@ fabric::FabricOptions ClientFabric(fabric::FabricOptions server) {
 
 absl::StatusOr<std::unique_ptr<Client>> NewClient(const server::RegionServer& server, bool cache) {
   ClientOptions o;
-  RKV_ASSIGN_OR_RETURN(o.fabric_options, fabric::FabricOptionsFromFlags());
-  o.fabric_options = ClientFabric(o.fabric_options);
+  RKV_ASSIGN_OR_RETURN(const fabric::FabricOptions fo, fabric::FabricOptionsFromFlags());
+  o.fabric_kind = fabric::FabricKindName(fo.kind);
+  o.rdma_device = ClientFabric(fo).rdma_device;
   o.cache_entries = cache ? 1 << 20 : 0;
   return Client::Open(server.address(), o);
 }

@@ -18,7 +18,8 @@ absl::StatusOr<std::shared_ptr<ClientResources>> ClientResources::Create(
   }
   std::shared_ptr<fabric::Fabric> fabric = options.fabric;
   if (fabric == nullptr) {
-    RKV_ASSIGN_OR_RETURN(fabric, fabric::OpenFabric(options.fabric_options));
+    RKV_ASSIGN_OR_RETURN(const fabric::FabricKind kind, fabric::ParseFabricKind(options.fabric_kind));
+    RKV_ASSIGN_OR_RETURN(fabric, fabric::OpenFabric({.kind = kind, .rdma_device = options.rdma_device}));
   }
   std::shared_ptr<ClientResources> r(
       new ClientResources(std::move(fabric), options.scratch_bytes, options.cache_entries));

@@ -106,10 +106,8 @@ int main(int argc, char** argv) {
   const char* cluster_dir = std::getenv("RKV_CLUSTER_DIR");
   auto token = rkv::ClusterTokenFromFlags(
       absl::StrCat(cluster_dir ? cluster_dir : "/tmp/rkv-cluster", "/token"));
-  auto fabric_options = rkv::fabric::FabricOptionsFromFlags();
-  if (!token.ok() || !fabric_options.ok()) {
-    std::cerr << "kvctl: " << (token.ok() ? fabric_options.status() : token.status()).message()
-              << "\n";
+  if (!token.ok()) {
+    std::cerr << "kvctl: " << token.status().message() << "\n";
     return 2;
   }
   const std::string coordinator = absl::GetFlag(FLAGS_coordinator);
@@ -124,8 +122,13 @@ int main(int argc, char** argv) {
     std::cerr << kUsage << "\n";
     return 2;
   }
+  auto fabric = rkv::fabric::OpenFabricFromFlags();
+  if (!fabric.ok()) {
+    std::cerr << "kvctl: " << fabric.status().message() << "\n";
+    return 2;
+  }
   rkv::ClientOptions options;
-  options.fabric_options = *fabric_options;
+  options.fabric = std::move(fabric).value();
   options.cluster_token = *token;
   options.scratch_bytes = 4 << 20;
   auto client = rkv::Client::OpenCluster(coordinator, options);

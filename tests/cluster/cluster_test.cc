@@ -24,7 +24,7 @@ class ClusterTest : public testing::ClusterFixture {
  protected:
   std::unique_ptr<Client> OpenClient() {
     ClientOptions o;
-    o.fabric_options.kind = fabric::FabricKind::kSoft;
+    o.fabric_kind = "soft";
     o.cluster_token = kToken;
     o.scratch_bytes = 4 << 20;
     auto c = Client::OpenCluster(address_, o);

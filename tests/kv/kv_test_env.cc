@@ -43,9 +43,8 @@ absl::StatusOr<std::unique_ptr<KvTestEnv>> KvTestEnv::Create(
 
 ClientOptions KvTestEnv::client_options() const {
   ClientOptions o;
-  o.fabric_options.kind = backend == KvBackend::kVerbs ? fabric::FabricKind::kVerbs
-                                                       : fabric::FabricKind::kSoft;
-  o.fabric_options.rdma_device = client_rdma_device;
+  o.fabric_kind = backend == KvBackend::kVerbs ? "verbs" : "soft";
+  o.rdma_device = client_rdma_device;
   if (backend == KvBackend::kVerbs) {
     // rxe in an emulated guest moves a MiB in hundreds of milliseconds, and
     // a reader whose block read outlasts the grace period starts over.

@@ -20,17 +20,26 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "common/fabric/fabric.h"
 
 namespace rkv {
 
+// The one-sided fabric (common/fabric in the source tree). An application
+// names it by kind; tests and programs that open their own pass it in.
+namespace fabric {
+class Fabric;
+struct RemoteRegion;
+struct QueuePairCounters;
+}  // namespace fabric
+
 struct ClientOptions {
-  // The fabric to reach servers through. Clients may share one (it is
-  // thread-safe). Tests pass a node of a simulated network, or a fabric
-  // that injects faults. Unset: the client opens its own, as
-  // `fabric_options` say.
+  // The fabric the client opens: "auto" (verbs when an RDMA device exists,
+  // soft otherwise), "verbs" (RDMA through rdma-core) or "soft" (software
+  // RDMA over TCP, for machines without RDMA); and for verbs the device
+  // (ibv_devices lists them; empty: the first).
+  std::string fabric_kind = "auto";
+  std::string rdma_device;
+  // A fabric to use instead, which clients may share (it is thread-safe).
   std::shared_ptr<fabric::Fabric> fabric;
-  fabric::FabricOptions fabric_options;
   // The cluster token: sent to the coordinator and in fabric handshakes.
   std::string cluster_token;
   // Operations in flight at once; more are queued.
@@ -70,8 +79,9 @@ class Client {
   using GetCallback = std::function<void(absl::StatusOr<std::string>)>;
   using DoneCallback = std::function<void(absl::Status)>;
 
-  // Connects to one server's region and reads its header. Keys up to 1 KiB;
-  // values up to 1 MiB.
+  // Connects to one server's region and reads its header (the region's
+  // address comes from its server: common/fabric/types.h in the source
+  // tree). Keys up to 1 KiB; values up to 1 MiB.
   static absl::StatusOr<std::unique_ptr<Client>> Open(const fabric::RemoteRegion& region,
                                                       const ClientOptions& options = {});
 

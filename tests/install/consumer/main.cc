@@ -18,7 +18,7 @@ int main(int argc, char** argv) {
   token << token_file.rdbuf();
   rkv::ClientOptions options;
   options.cluster_token = token.str();
-  options.fabric_options.kind = rkv::fabric::FabricKind::kSoft;
+  options.fabric_kind = "soft";
   auto client = rkv::Client::OpenCluster(argv[1], options);
   if (!client.ok()) {
     std::cerr << "open: " << client.status() << "\n";
