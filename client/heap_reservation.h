@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "client/op_rounds.h"

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <utility>
 
 #include "absl/strings/string_view.h"
 #include "client/op_rounds.h"
