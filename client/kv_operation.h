@@ -16,18 +16,30 @@
 // - Updates and deletes CAS the committed slot from the value they saw.
 // - Blocks are written before any slot points to them and never changed
 //   while one does; a replaced block is reused only after the grace period.
+//
+// The operation is a driver over the protocol's parts, each with its own
+// state and scratch memory: HeapReservation (a block for a write),
+// BucketSnapshot (the key's slots and what their blocks hold), CachedRead
+// (GET through the slot cache), ClaimContest (publishing a new key) and
+// SlotSwap (replacing a committed slot's word).
 #ifndef RKV_CLIENT_KV_OPERATION_H_
 #define RKV_CLIENT_KV_OPERATION_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "client/bucket_snapshot.h"
+#include "client/cached_read.h"
+#include "client/claim_contest.h"
+#include "client/heap_reservation.h"
+#include "client/op_rounds.h"
+#include "client/scratch_buffer.h"
 #include "client/session.h"
+#include "client/slot_swap.h"
 #include "common/fabric/types.h"
-#include "common/layout/region_format.h"
 
 namespace rkv::client_internal {
 
@@ -37,9 +49,9 @@ class KvOperation {
   // kills and a withdrawal), or one READ per block named by the two
   // combined buckets' slots (28).
   static constexpr uint32_t kMaxRoundRequests = 32;
+  static_assert(ClaimContest::kMaxKills + 1 <= kMaxRoundRequests);
 
   KvOperation(Session& session, OpType type, std::string key, std::string value);
-  ~KvOperation();
   KvOperation(const KvOperation&) = delete;
   KvOperation& operator=(const KvOperation&) = delete;
 
@@ -53,62 +65,48 @@ class KvOperation {
   std::string& result() { return result_; }
 
   // The requests of the next round; the client posts and clears them.
-  std::vector<fabric::WorkRequest>& round() { return round_; }
-  void OnPosted(absl::Time at);
+  std::vector<fabric::WorkRequest>& round() { return rounds_.requests(); }
+  void OnPosted(absl::Time at) { rounds_.OnPosted(at); }
 
-  const OpCosts& costs() const { return costs_; }
+  const OpCosts& costs() const { return rounds_.costs(); }
   // A CAS of this operation was posted: failed now, its outcome is unknown.
-  bool posted_cas() const { return posted_cas_; }
+  bool posted_cas() const { return rounds_.posted_cas(); }
 
   // Ends the operation with `status`, posting nothing more.
   void Finish(absl::Status status);
 
  private:
-  enum class State {
-    kStart, kChunk, kPoolHead, kPoolNode, kPoolPop, kBuckets, kBlocks, kClaim, kCommit, kKill,
-    kYield, kUpdate, kCachedGet, kCachedCas, kDirectCommit,
-  };
-  struct SlotSeen {
-    uint64_t offset;
-    uint64_t word;
-  };
+  // Which part's round is in flight.
+  enum class State { kStart, kCachedGet, kReserve, kBuckets, kBlocks, kContest, kSwap, kCachedSwap };
 
   void Start();
+  // Takes the parts' scratch memory; false when the arena is short.
+  bool TakeParts();
+
+  // GET.
+  void StartGet();
+  void OnCachedGet();
+  void DecideGet();
+  // DELETE.
+  void StartDelete();
+  void DecideDelete();
+  // PUT and INSERT.
   void StartWrite();
-  void WriteBlock();  // my_block_ allocated.
-  void Restart();
+  void OnReserved(absl::StatusOr<uint64_t> block);
+  void WriteBlock(uint64_t block);
+  void DecideWrite();
+  void OnContest(ClaimContest::Outcome outcome);
+  void FreeMyBlock();
+
+  // Reading the key's slots, shared by every type.
   void ReadBuckets();
   void OnBuckets();
   void OnBlocks();
   void Decide();
-  void DecideGet();
-  void DecideDelete();
-  void DecideWrite();
-  void Claim();
-  void OnClaim();
-  void OnCommit();
-  void OnKill();
-  void OnUpdate();
-  void OnCachedGet();
-  void OnCachedCas();
-  void OnChunk();
-  void ReadPoolHead();
-  void OnPoolHead();
-  void OnPoolNode();
-  void OnPoolPop();
-  void RetryPool();
-
-  // Request builders; `local` must lie in scratch memory.
-  void AddRead(uint64_t region_offset, void* local, uint32_t len);
-  void AddWrite(uint64_t region_offset, const void* local, uint32_t len);
-  void AddCas(uint64_t region_offset, uint64_t* result, uint64_t expected, uint64_t desired);
-  void AddFaa(uint64_t region_offset, uint64_t* result, uint64_t add);
-
-  bool IsMine(uint64_t word) const {
-    return write_ && my_committed_ != 0 && layout::CommittedOf(word) == my_committed_;
-  }
-  bool KeyMatches(uint64_t word) const;
-  void FreeMyBlock();
+  // After a swap: done, or read again (a failed cached swap costs no retry).
+  void OnSwap(bool count_retry);
+  // A cached slot young enough to CAS from.
+  const CachedSlot* FreshCachedSlot() const;
 
   Session& s_;
   const OpType type_;
@@ -118,48 +116,21 @@ class KvOperation {
   State state_ = State::kStart;
   bool blocked_ = false;
   bool finished_ = false;
-  bool posted_cas_ = false;
   absl::Status status_;
   std::string result_;
-  OpCosts costs_;
-  std::vector<fabric::WorkRequest> round_;
-  absl::Time round_posted_at_;
+  OpRounds rounds_;
 
-  layout::KeyPlacement place_{};
-  uint64_t bucket_offset_[2] = {0, 0};
-  uint8_t* fixed_ = nullptr;    // Bucket buffers (256 B), then result words.
-  uint64_t* words_ = nullptr;
-  uint8_t* block_buf_ = nullptr;  // The block to write, or a cached GET's block.
-  std::vector<uint8_t*> read_bufs_;
+  std::optional<BucketSnapshot> snapshot_;
+  std::optional<CachedRead> cached_read_;
+  std::optional<SlotSwap> swap_;
+  std::optional<HeapReservation> reservation_;
+  std::optional<ClaimContest> contest_;
 
-  // What the last bucket read saw, and when it was posted.
-  std::vector<SlotSeen> slots_;
-  absl::Time observed_at_;
-  // Block identity (committed slot word) -> does it hold our key; learned
-  // by reading blocks, valid while younger than the grace period.
-  absl::flat_hash_map<uint64_t, bool> known_;
-  absl::flat_hash_map<uint64_t, std::string> known_values_;
-  absl::Time known_since_;
-  std::vector<SlotSeen> candidates_;  // Blocks being read this round.
-
-  // Writes: our block and the slot words that name it.
+  // Writes: our block and the committed slot word that names it.
   uint8_t size_class_ = 0;
-  uint64_t my_block_ = 0;  // Region offset; 0 until allocated.
+  ScratchBuffer block_;  // The block, encoded.
+  uint64_t my_block_ = 0;  // Region offset; 0 until reserved, or once freed.
   uint64_t my_committed_ = 0;
-  uint64_t my_pending_ = 0;
-  bool ever_claimed_ = false;
-  uint64_t claimed_slot_ = 0;   // The slot our pending claim holds; 0 if none.
-  uint64_t claim_attempt_ = 0;  // The slot the last claim CAS targeted.
-  std::vector<uint64_t> claimed_before_;  // Every slot a claim CAS targeted.
-  uint64_t chunk_bytes_ = 0;
-  uint64_t pool_head_ = 0;  // The free-pool head word the pop expects.
-  layout::FreeNode pool_node_;
-
-  // The slot a CAS round targets and what it expects.
-  uint64_t target_slot_ = 0;
-  uint64_t expected_ = 0;
-  std::vector<SlotSeen> kill_;
-  SlotSeen winner_{0, 0};
 };
 
 }  // namespace rkv::client_internal

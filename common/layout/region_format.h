@@ -195,9 +195,19 @@ KeyPlacement PlaceKey(absl::string_view key, uint64_t groups);
 inline uint64_t CombinedBucketOffset(const Layout& l, uint64_t g, uint32_t side) {
   return l.group_offset(g) + side * kBucketBytes;
 }
+// Where slot `i` (0..13) lies within the 128 bytes of a combined bucket:
+// past the header of its 64-byte bucket.
+inline uint64_t SlotOffsetInCombinedBucket(uint32_t i) {
+  return (i / kSlotsPerBucket) * kBucketBytes + 8 * (1 + i % kSlotsPerBucket);
+}
 // Region offset of slot `i` (0..13) of a combined bucket at `bucket_offset`.
 inline uint64_t SlotOffset(uint64_t bucket_offset, uint32_t i) {
-  return bucket_offset + (i / kSlotsPerBucket) * kBucketBytes + 8 * (1 + i % kSlotsPerBucket);
+  return bucket_offset + SlotOffsetInCombinedBucket(i);
+}
+// Whether the slot at `slot_offset` belongs to the combined bucket at
+// `bucket_offset` (a shared overflow slot belongs to both of its group's).
+inline bool InCombinedBucket(uint64_t bucket_offset, uint64_t slot_offset) {
+  return slot_offset >= bucket_offset && slot_offset < bucket_offset + kCombinedBucketBytes;
 }
 // Whether the slot at `slot_offset` lies in its group's shared overflow
 // bucket (the middle one).

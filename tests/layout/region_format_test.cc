@@ -178,6 +178,39 @@ TEST(IndexTest, SlotsAreWhereBucketsSayTheyAre) {
   }
 }
 
+// A combined bucket's slots lie within its 128 bytes, past the header of
+// each of its two buckets; the slots it holds are exactly its 14, and a
+// shared overflow slot belongs to both combined buckets of its group.
+TEST(IndexTest, CombinedBucketsHoldTheirSlots) {
+  auto l = ComputeLayout(8 << 20, 0.25, 7);
+  ASSERT_TRUE(l.ok());
+  std::set<uint64_t> within;
+  for (uint32_t i = 0; i < kSlotsPerCombinedBucket; ++i) {
+    const uint64_t at = SlotOffsetInCombinedBucket(i);
+    EXPECT_LT(at, kCombinedBucketBytes);
+    EXPECT_NE(at % kBucketBytes, 0u) << "a bucket header";
+    within.insert(at);
+  }
+  EXPECT_EQ(within.size(), kSlotsPerCombinedBucket);
+  const uint64_t g = l->groups / 2;
+  const uint64_t left = CombinedBucketOffset(*l, g, 0), right = CombinedBucketOffset(*l, g, 1);
+  for (uint32_t side : {0u, 1u}) {
+    const uint64_t bucket = CombinedBucketOffset(*l, g, side);
+    int held = 0;
+    ForEachSlot(*l, [&](uint64_t off) { held += InCombinedBucket(bucket, off); });
+    EXPECT_EQ(held, static_cast<int>(kSlotsPerCombinedBucket));
+    for (uint32_t i = 0; i < kSlotsPerCombinedBucket; ++i) {
+      const uint64_t off = SlotOffset(bucket, i);
+      EXPECT_EQ(off, bucket + SlotOffsetInCombinedBucket(i));
+      EXPECT_TRUE(InCombinedBucket(bucket, off));
+      EXPECT_EQ(InCombinedBucket(left, off) && InCombinedBucket(right, off),
+                IsOverflowSlot(*l, off));
+    }
+  }
+  EXPECT_FALSE(InCombinedBucket(left, left + kCombinedBucketBytes));
+  EXPECT_FALSE(InCombinedBucket(right, left));
+}
+
 TEST(HeaderTest, LayoutArgumentsAreChecked) {
   EXPECT_FALSE(ComputeLayout(1 << 20, 0.0, 1).ok());
   EXPECT_FALSE(ComputeLayout(1 << 20, 1.0, 1).ok());

@@ -1,0 +1,46 @@
+// Replaces the word of a key's committed slot by CAS from the word last
+// seen there: an update (its block for ours) or a delete (to empty). Slot
+// words are unique while younger than the grace period (blocks are not
+// reused sooner), so a CAS from a word seen within it cannot suffer ABA.
+// When the CAS took effect, the replaced block goes back to the allocator
+// to wait out the grace period, and the slot cache learns the new word;
+// when it did not, the cache forgets the key.
+#ifndef RKV_CLIENT_SLOT_SWAP_H_
+#define RKV_CLIENT_SLOT_SWAP_H_
+
+#include <cstdint>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/string_view.h"
+#include "client/op_rounds.h"
+#include "client/scratch_buffer.h"
+#include "client/session.h"
+
+namespace rkv::client_internal {
+
+class SlotSwap {
+ public:
+  // `key` must outlive this. nullopt when scratch memory is short.
+  static std::optional<SlotSwap> Create(Session& session, absl::string_view key);
+
+  // Adds CAS(slot: expected -> desired) to the round.
+  void Post(OpRounds& rounds, uint64_t slot_offset, uint64_t expected, uint64_t desired);
+  // After the round: whether the CAS took effect.
+  bool OnRound(const OpRounds& rounds);
+
+ private:
+  SlotSwap(Session& session, absl::string_view key, ScratchBuffer result)
+      : s_(&session), key_(key), result_(std::move(result)) {}
+
+  Session* s_;
+  absl::string_view key_;
+  ScratchBuffer result_;  // What the CAS found.
+  uint64_t slot_offset_ = 0;
+  uint64_t expected_ = 0;
+  uint64_t desired_ = 0;
+};
+
+}  // namespace rkv::client_internal
+
+#endif  // RKV_CLIENT_SLOT_SWAP_H_
