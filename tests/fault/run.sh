@@ -22,7 +22,8 @@
 #
 #   tests/fault/run.sh [--quick | --long] [--deletes] [--bin=DIR] [--lose-region]
 #
-# --quick (the default, run by ctest): one round of faults, about 25 s.
+# --quick (the default; ctest runs it with --deletes): one round of faults,
+# about 25 s.
 # --long: ten rounds, about 3 minutes. Exit status 0 iff nothing was lost
 # and no read was wrong. --lose-region restarts s1 without its region file,
 # as a server without one would come back: the harness must then report
