@@ -27,7 +27,10 @@ class Driver {
 
   // NotFound when the key is absent.
   virtual void Read(const std::string& key, ReadCallback done) = 0;
-  // Insert or overwrite.
+  // Insert or overwrite. A write (or insert or delete) that failed but may
+  // have taken effect, now or later, says so with client/outcome.h's
+  // outcome-unknown payload; --verify takes a failure without it for one
+  // that changed nothing.
   virtual void Write(const std::string& key, const std::string& value, WriteCallback done) = 0;
   // rkv only (kvbench refuses --delete_proportion for other stores, whose
   // drivers answer Unimplemented at once): AlreadyExists when present.

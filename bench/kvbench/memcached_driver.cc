@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "bench/kvbench/driver.h"
+#include "client/outcome.h"
 #include "common/socket.h"
 
 namespace rkv::bench {
@@ -38,7 +39,9 @@ class MemcachedDriver final : public Driver {
       const memcached_return_t rc = memcached_set(memc_, w.key.data(), w.key.size(),
                                                   w.value.data(), w.value.size(), 0, 0);
       --in_flight_;
-      w.done(rc == MEMCACHED_SUCCESS ? absl::OkStatus() : Error("set", rc));
+      // A failed set may have been stored.
+      w.done(rc == MEMCACHED_SUCCESS ? absl::OkStatus()
+                                     : client_internal::WithUnknownOutcome(Error("set", rc)));
     }
     if (!reads.empty()) MultiGet(reads);
   }

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "bench/kvbench/driver.h"
+#include "client/outcome.h"
 #include "common/socket.h"
 
 namespace rkv::bench {
@@ -53,7 +54,10 @@ class RedisDriver final : public Driver {
       if (auto* read = std::get_if<ReadCallback>(&done)) {
         (*read)(std::move(result));
       } else {
-        std::get<WriteCallback>(done)(result.status());
+        // A command lost with the connection may have run.
+        absl::Status status = result.status();
+        if (absl::IsUnavailable(status)) status = client_internal::WithUnknownOutcome(status);
+        std::get<WriteCallback>(done)(std::move(status));
       }
     }
   }

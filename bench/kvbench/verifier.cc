@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "client/outcome.h"
 #include "common/hash.h"
 #include "common/logging.h"
 
@@ -54,7 +55,9 @@ Verifier::WriteTicket Verifier::StartWrite(int64_t keynum, Change change) {
 }
 
 void Verifier::FinishWrite(int64_t keynum, const WriteTicket& ticket, bool acknowledged) {
-  absl::Status result = acknowledged ? absl::OkStatus() : absl::UnavailableError("failed");
+  absl::Status result = acknowledged ? absl::OkStatus()
+                                     : client_internal::WithUnknownOutcome(
+                                           absl::UnavailableError("failed"));
   (void)FinishWrite(keynum, "", ticket, result);
 }
 
@@ -78,23 +81,36 @@ absl::Status Verifier::FinishWrite(int64_t keynum, absl::string_view key,
 
   const bool insert = ticket.change == Change::kInsert;
   const bool del = ticket.change == Change::kDelete;
-  const bool changed_nothing = (insert && absl::IsAlreadyExists(result)) ||
-                               (del && absl::IsNotFound(result));
+  const bool answered_no = (insert && absl::IsAlreadyExists(result)) ||
+                           (del && absl::IsNotFound(result));
   absl::Status verdict;
-  if ((insert || del) && (result.ok() || changed_nothing)) {
-    const bool found_absent = insert ? result.ok() : changed_nothing;
+  if ((insert || del) && (result.ok() || answered_no)) {
+    const bool found_absent = insert ? result.ok() : answered_no;
     if (!May(s, ticket.before, found_absent, ticket.version)) {
       verdict = absl::DataLossError(absl::StrCat(
           key, ": ", insert ? "insert" : "delete", " answered ",
           result.ok() ? "OK" : absl::StatusCodeToString(result.code()), ", but the key was surely ",
-          found_absent ? "present" : "absent", " throughout"));
+          found_absent ? "present" : "absent", " throughout", Forgotten(s)));
     }
   }
-  if (changed_nothing) {
+  if (!result.ok()) {
+    // It changed nothing, or lingers; either way it is no longer in flight.
     for (size_t i = 0; i < s.possible.size(); ++i) {
       if (s.possible[i].version == ticket.version) {
         s.possible.erase(s.possible.begin() + static_cast<ptrdiff_t>(i));
         break;
+      }
+    }
+    if (!answered_no && client_internal::OutcomeUnknown(result)) {
+      if (del) {
+        s.lingering_absent = std::max(s.lingering_absent, ticket.version);
+      } else {
+        s.lingering.insert(std::upper_bound(s.lingering.begin(), s.lingering.end(), ticket.version),
+                           ticket.version);
+        if (s.lingering.size() > kMaxLingering) {
+          s.lingering.erase(s.lingering.begin());
+          ++s.forgotten;
+        }
       }
     }
   }
@@ -126,7 +142,8 @@ absl::Status Verifier::Check(int64_t keynum, absl::string_view key, const ReadTi
   if (!result.ok()) {
     if (!absl::IsNotFound(result.status())) return result.status();
     std::unique_lock<std::mutex> lock;
-    if (May(Lock(keynum, &lock), ticket, /*absent=*/true, 0)) return absl::OkStatus();
+    const KeyState& s = Lock(keynum, &lock);
+    if (May(s, ticket, /*absent=*/true, 0)) return absl::OkStatus();
     return absl::DataLossError(absl::StrCat(
         key, ": not found, but a write was acknowledged before the read and no delete since"));
   }
@@ -142,19 +159,25 @@ absl::Status Verifier::Check(int64_t keynum, absl::string_view key, const ReadTi
   }
   std::unique_lock<std::mutex> lock;
   const KeyState& s = Lock(keynum, &lock);
+  // A change of unknown outcome may take effect at any time.
+  if (std::binary_search(s.lingering.begin(), s.lingering.end(), d->version)) {
+    return absl::OkStatus();
+  }
   if (d->version <= ticket.floor || d->version > s.issued) {
     return absl::DataLossError(absl::StrCat(key, ": version ", d->version, ", expected one in (",
-                                            ticket.floor, ", ", s.issued, "]"));
+                                            ticket.floor, ", ", s.issued, "]", Forgotten(s)));
   }
   // Above the floor every version that may be read is still listed; one
-  // that is not was an insert answered AlreadyExists, which wrote nothing.
+  // that is not changed nothing.
   if (d->version > s.floor) {
     bool written = false;
     for (const Version& v : s.possible) written |= v.version == d->version && !v.absent;
     if (!written) {
-      return absl::DataLossError(absl::StrCat(key, ": version ", d->version,
-                                              " was never written (a delete's, or an insert "
-                                              "answered AlreadyExists)"));
+      return absl::DataLossError(absl::StrCat(
+          key, ": version ", d->version,
+          " was never written (a delete's, an insert answered AlreadyExists, or a change that "
+          "failed before it could take effect)",
+          Forgotten(s)));
     }
   }
   return absl::OkStatus();
@@ -162,11 +185,20 @@ absl::Status Verifier::Check(int64_t keynum, absl::string_view key, const ReadTi
 
 bool Verifier::May(const KeyState& s, const ReadTicket& ticket, bool absent, uint64_t own) {
   if (!ticket.acked) return true;  // The key may still hold what it held before the run.
+  // A change of unknown outcome may take effect at any time.
+  if (absent ? s.lingering_absent != 0 && s.lingering_absent != own : !s.lingering.empty()) {
+    return true;
+  }
   if ((absent ? s.passed_absent : s.passed_value) > ticket.floor) return true;
   for (const Version& v : s.possible) {
     if (v.absent == absent && v.version != own && v.version > ticket.floor) return true;
   }
   return false;
+}
+
+std::string Verifier::Forgotten(const KeyState& s) {
+  if (s.forgotten == 0) return "";
+  return absl::StrCat(" (", s.forgotten, " older values of unknown outcome forgotten)");
 }
 
 Verifier::KeyState& Verifier::Lock(int64_t keynum, std::unique_lock<std::mutex>* lock) {

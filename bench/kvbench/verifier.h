@@ -2,22 +2,50 @@
 // every read is checked against what this run wrote.
 //
 // Every change of a key (a put, an insert, a delete) is a version of it; a
-// delete's version is the key's absence. Changes of one key may overlap
-// (threads, and operations in flight within a thread), and overlapping
-// changes may take effect in either order, so a read may return an older
-// version than the last one acknowledged. What it may not return is a
-// version v that was surely overwritten before the read began: one for
-// which some change c started after v had finished, and was acknowledged
-// before the read started. The verifier tracks, per key, the versions
-// issued, the prefix of versions finished, and the largest such prefix
-// seen by an acknowledged change when it started (the floor).
+// delete's version is the key's absence. A change ends in one of three ways:
+//   - acknowledged (OK): it took effect, once, between its start and end;
+//   - it changed nothing: an insert answered AlreadyExists, a delete
+//     answered NotFound, or a failure that carries no outcome-unknown
+//     payload (client/outcome.h; rkv adds it to every failure after a CAS
+//     went out, kvbench's other drivers to every failed write);
+//   - its outcome is unknown (the payload): it took effect once at some
+//     moment after it started, or never, and that moment may come after
+//     its call returned and after later changes were acknowledged (a
+//     request still on the wire when a connection broke, or a claim it
+//     left pending that the next writer of the key commits;
+//     docs/RELIABILITY.md). Such a version lingers: it may be found at any
+//     later time, and is never surely overwritten.
+//
+// Changes of one key may overlap (threads, and operations in flight within
+// a thread), and overlapping changes may take effect in either order, so a
+// read may return an older version than the last one acknowledged. A read
+// may return (and a read finding nothing counts as returning an absence):
+//   - a lingering version, whenever it is found;
+//   - a version that started before the read ended and did not change
+//     nothing, unless it was surely overwritten before the read began: some
+//     change c started after it had finished, and c was acknowledged before
+//     the read started;
+//   - before any change of the key by this run was acknowledged, whatever
+//     the key held before the run (an earlier run's value, or nothing).
+// Anything else is wrong: a version surely overwritten, one that changed
+// nothing, one never issued, another key's or run's value, a torn value.
+// The verifier tracks, per key, the versions issued, the prefix of versions
+// finished, the largest such prefix seen by an acknowledged change when it
+// started (the floor), and the lingering versions.
 //
 // An insert's or a delete's answer is a read of the key too: an insert
 // answered OK or a delete answered NotFound found the key absent, an
 // insert answered AlreadyExists or a delete answered OK found it present,
-// at some moment during the call; an insert or delete so answered changed
-// nothing. A change that failed otherwise (Unavailable: outcome unknown)
-// may or may not have taken effect, and either is accepted.
+// at some moment during the call.
+//
+// Lingering versions are rare (a few per thousand changes under faults,
+// more while a server is down), but a key may collect them for as long as
+// the run lasts, so the verifier bounds what it remembers: whether any
+// delete of the key lingers (one is enough to explain an absence at any
+// time), and the newest kMaxLingering (32) lingering values of the key. A
+// read of an older one, forgotten, is reported as wrong, and the message
+// says how many were forgotten. (Only hot keys collect that many, and a
+// hot key's pending claim is soon committed by its next writer.)
 #ifndef RKV_BENCH_KVBENCH_VERIFIER_H_
 #define RKV_BENCH_KVBENCH_VERIFIER_H_
 
@@ -72,7 +100,8 @@ class Verifier {
   // Any change's end, given its result. For an insert answered OK or
   // AlreadyExists, or a delete answered OK or NotFound, also checks that
   // the key may have been absent or present, as the answer says: OK or why
-  // the answer is wrong. Other errors leave the outcome unknown.
+  // the answer is wrong. Another error with the outcome-unknown payload
+  // leaves the change lingering; one without it changed nothing.
   absl::Status FinishWrite(int64_t keynum, absl::string_view key, const WriteTicket& ticket,
                            const absl::Status& result);
   ReadTicket StartRead(int64_t keynum);
@@ -91,16 +120,22 @@ class Verifier {
     std::vector<uint64_t> finished_above;  // Done, above a gap (few: writes in flight).
     uint64_t floor = 0;
     bool acked = false;
-    // The versions above the floor that the key may hold: in flight,
-    // acknowledged, or of unknown outcome (few, unless changes keep
-    // failing). Inserts answered AlreadyExists and deletes answered
-    // NotFound changed nothing and are dropped.
+    // The versions above the floor that the key may hold: in flight or
+    // acknowledged (few: writes in flight). Changes that changed nothing
+    // are dropped, those of unknown outcome move to the lingering ones.
     std::vector<Version> possible;
     // The newest value and absence dropped from `possible` when the floor
     // passed them: still possible for operations that began below it.
     uint64_t passed_value = 0;
     uint64_t passed_absent = 0;
+    // Values of puts and inserts of unknown outcome: the newest
+    // kMaxLingering, ascending. Older ones are forgotten and counted.
+    std::vector<uint64_t> lingering;
+    uint32_t forgotten = 0;
+    // The newest delete of unknown outcome; 0 if none.
+    uint64_t lingering_absent = 0;
   };
+  static constexpr size_t kMaxLingering = 32;
   static constexpr int kChunkBits = 16;
   static constexpr int kChunks = 1 << 16;  // 2^32 keys.
   static constexpr int kStripes = 1024;
@@ -108,8 +143,11 @@ class Verifier {
   // Locks the key's stripe; returns its state.
   KeyState& Lock(int64_t keynum, std::unique_lock<std::mutex>* lock);
   // Whether the key may have been absent (or present), by a version other
-  // than `own`, at some moment after an operation holding `ticket` began.
+  // than `own`, at some moment after an operation holding `ticket` began
+  // (up to now, when it ends).
   static bool May(const KeyState& s, const ReadTicket& ticket, bool absent, uint64_t own);
+  // For a mismatch's message: how many lingering values the key forgot.
+  static std::string Forgotten(const KeyState& s);
 
   const uint64_t nonce_;
   std::array<std::mutex, kStripes> stripes_;

@@ -1,6 +1,7 @@
 // --verify's rules: what a read may return given the writes around it.
 #include "bench/kvbench/verifier.h"
 
+#include "client/outcome.h"
 #include "gtest/gtest.h"
 
 namespace rkv::bench {
@@ -75,22 +76,31 @@ TEST(VerifierTest, BeforeThisRunWritesAnythingOfTheKeyGoes) {
   EXPECT_TRUE(v.Check(5, "user5", r, EncodeValue("user5", 1234, 99, 100)).ok());
   EXPECT_FALSE(v.Check(5, "user5", r, EncodeValue("user6", 1234, 99, 100)).ok());
   EXPECT_FALSE(v.Check(5, "user5", r, absl::UnavailableError("down")).ok());
-  // A failed write does not raise the floor, but a later one that saw it
-  // finish does.
+  // A failed write does not make the key's earlier contents go; an
+  // acknowledged one does.
   auto w1 = v.StartWrite(5);
   v.FinishWrite(5, w1, false);
   r = v.StartRead(5);
   EXPECT_TRUE(v.Check(5, "user5", r, absl::NotFoundError("")).ok());
+  EXPECT_TRUE(v.Check(5, "user5", r, EncodeValue("user5", 1234, 99, 100)).ok());
   auto w2 = v.StartWrite(5);
   v.FinishWrite(5, w2, true);
   r = v.StartRead(5);
-  EXPECT_FALSE(v.Check(5, "user5", r, EncodeValue("user5", kNonce, w1.version, 100)).ok());
+  EXPECT_FALSE(v.Check(5, "user5", r, absl::NotFoundError("")).ok());
+  EXPECT_FALSE(v.Check(5, "user5", r, EncodeValue("user5", 1234, 99, 100)).ok());
+  // The failed write's outcome is unknown: it may still take effect.
+  EXPECT_TRUE(v.Check(5, "user5", r, EncodeValue("user5", kNonce, w1.version, 100)).ok());
 }
 
 using Change = Verifier::Change;
 
 absl::Status Ok() { return absl::OkStatus(); }
-absl::Status Unknown() { return absl::UnavailableError("outcome unknown"); }
+// Failed after its CAS went out: it may take effect, now or later.
+absl::Status Unknown() {
+  return client_internal::WithUnknownOutcome(absl::UnavailableError("connection failed"));
+}
+// Failed before anything went out: it changed nothing.
+absl::Status Failed() { return absl::UnavailableError("connection failed"); }
 absl::Status Exists() { return absl::AlreadyExistsError(""); }
 absl::Status Absent() { return absl::NotFoundError(""); }
 absl::StatusOr<std::string> NotFound() { return absl::NotFoundError(""); }
@@ -208,6 +218,143 @@ TEST(VerifierTest, AReadThatOverlappedADeleteMayFindNothingAfterLaterWrites) {
   EXPECT_TRUE(v.Check(1, "user1", r, Value(put)).ok());
   EXPECT_FALSE(v.Check(1, "user1", v.StartRead(1), NotFound()).ok());
   EXPECT_FALSE(v.Check(1, "user1", v.StartRead(1), Value(put)).ok());
+}
+
+// A change of unknown outcome may take effect long after its call returned
+// (a claim it left pending is committed by the next writer of the key that
+// finds it), after later acknowledged changes: its version lingers.
+TEST(VerifierTest, AFailedPutMayShowAfterLaterAcknowledgedChanges) {
+  Verifier v(kNonce);
+  uint64_t first, failed, last;
+  ASSERT_TRUE(Do(v, Change::kPut, Ok(), &first).ok());
+  ASSERT_TRUE(Do(v, Change::kPut, Unknown(), &failed).ok());
+  ASSERT_TRUE(Do(v, Change::kPut, Ok(), &last).ok());
+  ASSERT_TRUE(Do(v, Change::kDelete, Ok()).ok());
+  auto r = v.StartRead(1);
+  EXPECT_TRUE(v.Check(1, "user1", r, Value(failed)).ok());
+  EXPECT_TRUE(v.Check(1, "user1", r, NotFound()).ok());
+  EXPECT_FALSE(v.Check(1, "user1", r, Value(first)).ok());
+  EXPECT_FALSE(v.Check(1, "user1", r, Value(last)).ok());
+  // And again after more changes, in answers and in a read-back.
+  ASSERT_TRUE(Do(v, Change::kInsert, Ok(), &last).ok());
+  ASSERT_TRUE(Do(v, Change::kDelete, Ok()).ok());
+  EXPECT_TRUE(Do(v, Change::kDelete, Ok()).ok());  // It came back, and this removed it.
+  r = v.StartRead(1);
+  EXPECT_TRUE(v.Check(1, "user1", r, Value(failed)).ok());
+  EXPECT_FALSE(v.Check(1, "user1", r, Value(last)).ok());
+  // A failed insert lingers the same way.
+  uint64_t insert;
+  ASSERT_TRUE(Do(v, Change::kInsert, Unknown(), &insert).ok());
+  ASSERT_TRUE(Do(v, Change::kPut, Ok()).ok());
+  EXPECT_TRUE(v.Check(1, "user1", v.StartRead(1), Value(insert)).ok());
+}
+
+TEST(VerifierTest, AnInsertFindsAKeyAfterItsDeleteOnlyIfAFailedWriteOfItLingers) {
+  Verifier v(kNonce);
+  // Key 1: a put of unknown outcome, then an acknowledged put and delete.
+  ASSERT_TRUE(Do(v, Change::kPut, Ok()).ok());
+  ASSERT_TRUE(Do(v, Change::kPut, Unknown()).ok());
+  ASSERT_TRUE(Do(v, Change::kDelete, Ok()).ok());
+  EXPECT_TRUE(Do(v, Change::kInsert, Exists()).ok());
+  EXPECT_TRUE(Do(v, Change::kDelete, Ok()).ok());
+  EXPECT_TRUE(Do(v, Change::kInsert, Ok()).ok());
+
+  // Key 2: the same without the failed put.
+  auto change = [&v](Change c, const absl::Status& result) {
+    auto t = v.StartWrite(2, c);
+    return v.FinishWrite(2, "user2", t, result);
+  };
+  ASSERT_TRUE(change(Change::kPut, Ok()).ok());
+  ASSERT_TRUE(change(Change::kDelete, Ok()).ok());
+  EXPECT_FALSE(change(Change::kInsert, Exists()).ok());
+  EXPECT_FALSE(change(Change::kDelete, Ok()).ok());
+  // A put that failed before anything went out changed nothing.
+  ASSERT_TRUE(change(Change::kPut, Failed()).ok());
+  EXPECT_FALSE(change(Change::kInsert, Exists()).ok());
+  // Nor do failed inserts and deletes of unknown outcome make the key present.
+  ASSERT_TRUE(change(Change::kDelete, Unknown()).ok());
+  EXPECT_FALSE(change(Change::kInsert, Exists()).ok());
+}
+
+TEST(VerifierTest, AnOverwrittenVersionStaysGoneWhateverLingers) {
+  Verifier v(kNonce);
+  uint64_t acked, put, insert, last;
+  ASSERT_TRUE(Do(v, Change::kPut, Ok(), &acked).ok());
+  ASSERT_TRUE(Do(v, Change::kPut, Unknown(), &put).ok());
+  ASSERT_TRUE(Do(v, Change::kInsert, Unknown(), &insert).ok());
+  ASSERT_TRUE(Do(v, Change::kPut, Ok(), &last).ok());
+  ASSERT_TRUE(Do(v, Change::kPut, Ok()).ok());
+  auto r = v.StartRead(1);
+  EXPECT_TRUE(v.Check(1, "user1", r, Value(put)).ok());
+  EXPECT_TRUE(v.Check(1, "user1", r, Value(insert)).ok());
+  EXPECT_FALSE(v.Check(1, "user1", r, Value(acked)).ok());
+  EXPECT_FALSE(v.Check(1, "user1", r, Value(last)).ok());
+  EXPECT_FALSE(v.Check(1, "user1", r, NotFound()).ok());  // No delete lingers.
+  EXPECT_FALSE(v.Check(1, "user1", r, Value(v.StartWrite(1).version + 1)).ok());  // Never issued.
+  EXPECT_FALSE(v.Check(1, "user1", r, Value(put, kNonce + 1)).ok());
+  EXPECT_FALSE(v.Check(1, "user1", r, EncodeValue("user2", kNonce, put, 100)).ok());
+  std::string torn = *Value(put);
+  torn[torn.size() - 1] ^= 1;
+  EXPECT_FALSE(v.Check(1, "user1", r, torn).ok());
+  // A failed delete lets the key be absent, not an overwritten value back.
+  ASSERT_TRUE(Do(v, Change::kDelete, Unknown()).ok());
+  EXPECT_FALSE(v.Check(1, "user1", v.StartRead(1), Value(acked)).ok());
+}
+
+TEST(VerifierTest, AFailedDeleteMayLeaveTheKeyAbsentLater) {
+  Verifier v(kNonce);
+  uint64_t put;
+  ASSERT_TRUE(Do(v, Change::kPut, Ok()).ok());
+  ASSERT_TRUE(Do(v, Change::kDelete, Unknown()).ok());
+  ASSERT_TRUE(Do(v, Change::kPut, Ok()).ok());
+  ASSERT_TRUE(Do(v, Change::kPut, Ok(), &put).ok());
+  auto r = v.StartRead(1);
+  EXPECT_TRUE(v.Check(1, "user1", r, NotFound()).ok());
+  EXPECT_TRUE(v.Check(1, "user1", r, Value(put)).ok());
+  EXPECT_TRUE(Do(v, Change::kDelete, Absent()).ok());
+  EXPECT_TRUE(Do(v, Change::kInsert, Ok()).ok());
+
+  // A delete that failed before anything went out did not happen.
+  Verifier strict(kNonce);
+  auto change = [&strict](Change c, const absl::Status& result) {
+    auto t = strict.StartWrite(1, c);
+    return strict.FinishWrite(1, "user1", t, result);
+  };
+  ASSERT_TRUE(change(Change::kPut, Ok()).ok());
+  ASSERT_TRUE(change(Change::kDelete, Failed()).ok());
+  EXPECT_FALSE(strict.Check(1, "user1", strict.StartRead(1), NotFound()).ok());
+  EXPECT_FALSE(change(Change::kDelete, Absent()).ok());
+  EXPECT_FALSE(change(Change::kInsert, Ok()).ok());
+}
+
+TEST(VerifierTest, AChangeThatFailedBeforeItsCasWentOutIsNeverRead) {
+  Verifier v(kNonce);
+  uint64_t acked, failed;
+  ASSERT_TRUE(Do(v, Change::kPut, Ok(), &acked).ok());
+  ASSERT_TRUE(Do(v, Change::kPut, Failed(), &failed).ok());
+  auto r = v.StartRead(1);
+  EXPECT_TRUE(v.Check(1, "user1", r, Value(acked)).ok());
+  EXPECT_FALSE(v.Check(1, "user1", r, Value(failed)).ok());
+  ASSERT_TRUE(Do(v, Change::kInsert, Failed(), &failed).ok());
+  EXPECT_FALSE(v.Check(1, "user1", v.StartRead(1), Value(failed)).ok());
+}
+
+TEST(VerifierTest, AKeyRemembersItsNewestLingeringValues) {
+  Verifier v(kNonce);
+  std::vector<uint64_t> failed(36);
+  ASSERT_TRUE(Do(v, Change::kPut, Ok()).ok());
+  for (uint64_t& f : failed) ASSERT_TRUE(Do(v, Change::kPut, Unknown(), &f).ok());
+  ASSERT_TRUE(Do(v, Change::kPut, Ok()).ok());
+  auto r = v.StartRead(1);
+  for (size_t i = 4; i < failed.size(); ++i) {
+    EXPECT_TRUE(v.Check(1, "user1", r, Value(failed[i])).ok()) << i;
+  }
+  // The oldest are forgotten, and a read of one says so.
+  absl::Status s = v.Check(1, "user1", r, Value(failed[3]));
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("4 older values of unknown outcome forgotten"),
+            absl::string_view::npos)
+      << s;
 }
 
 }  // namespace

@@ -14,14 +14,16 @@
 # returned a value that was never written or was already overwritten or
 # deleted, and no insert or delete may have found a key present that was
 # surely absent (a wrong read), or found a key absent after a write of it
-# was acknowledged (lost, as is a mismatch in the read-back). Changes that
-# failed with unknown outcome may or may not have happened; either is
-# accepted. The last line:
+# was acknowledged (lost, as is a mismatch in the read-back). A change that
+# failed with unknown outcome may take effect at any time after it started,
+# even after later acknowledged changes: its value (for a delete, the key's
+# absence) is accepted whenever it is found. The last line:
 #   faults=N acked_writes=M keys_checked=K wrong_reads=W lost=L
 #
 #   tests/fault/run.sh [--quick | --long] [--deletes] [--bin=DIR] [--lose-region]
 #
-# --quick (the default, run by ctest): one round of faults, about 25 s.
+# --quick (the default; ctest runs it with --deletes): one round of faults,
+# about 25 s.
 # --long: ten rounds, about 3 minutes. Exit status 0 iff nothing was lost
 # and no read was wrong. --lose-region restarts s1 without its region file,
 # as a server without one would come back: the harness must then report
