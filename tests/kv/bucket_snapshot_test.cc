@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "tests/kv/part_test_session.h"
+#include "tests/kv/part_test.h"
 
 namespace rkv::testing {
 namespace {
@@ -17,20 +17,13 @@ namespace {
 using client_internal::BucketSnapshot;
 using client_internal::OpRounds;
 
-class BucketSnapshotTest : public ::testing::Test {
+class BucketSnapshotTest : public PartTest {
  protected:
   void SetUp() override { Reset({}); }
 
   void Reset(const client_internal::BrokenProtocol& broken) {
-    auto env = KvTestEnv::Create(KvBackend::kSoftSim, {.region_bytes = 4 << 20});
-    ASSERT_TRUE(env.ok()) << env.status();
-    env_ = std::move(env).value();
-    auto c = env_->NewClient();
-    ASSERT_TRUE(c.ok()) << c.status();
-    client_ = std::move(c).value();
-    auto s = PartTestSession::Create(*env_, 1, broken);
-    ASSERT_TRUE(s.ok()) << s.status();
-    s_ = std::move(s).value();
+    Start(broken);
+    if (HasFatalFailure()) return;
     // Planted blocks go at the heap's end, far from the client's chunks.
     next_block_ = s_->layout().region_bytes;
   }
@@ -87,9 +80,6 @@ class BucketSnapshotTest : public ::testing::Test {
     return snap.OnBlocks() ? reads : -1;
   }
 
-  std::unique_ptr<KvTestEnv> env_;
-  std::unique_ptr<Client> client_;
-  std::unique_ptr<PartTestSession> s_;
   uint64_t next_block_ = 0;
 };
 

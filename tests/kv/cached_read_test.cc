@@ -4,7 +4,7 @@
 #include "client/cached_read.h"
 
 #include "gtest/gtest.h"
-#include "tests/kv/part_test_session.h"
+#include "tests/kv/part_test.h"
 
 namespace rkv::testing {
 namespace {
@@ -13,20 +13,8 @@ using client_internal::CachedRead;
 using client_internal::CachedSlot;
 using client_internal::OpRounds;
 
-class CachedReadTest : public ::testing::Test {
+class CachedReadTest : public PartTest {
  protected:
-  void SetUp() override {
-    auto env = KvTestEnv::Create(KvBackend::kSoftSim, {.region_bytes = 4 << 20});
-    ASSERT_TRUE(env.ok()) << env.status();
-    env_ = std::move(env).value();
-    auto c = env_->NewClient();
-    ASSERT_TRUE(c.ok()) << c.status();
-    client_ = std::move(c).value();
-    auto s = PartTestSession::Create(*env_);
-    ASSERT_TRUE(s.ok()) << s.status();
-    s_ = std::move(s).value();
-  }
-
   // What the cache would hold for `key` after reading its slot now.
   CachedSlot SeenNow(absl::string_view key) {
     auto slots = s_->KeySlots(key);
@@ -48,9 +36,6 @@ class CachedReadTest : public ::testing::Test {
     return read.OnRound(rounds);
   }
 
-  std::unique_ptr<KvTestEnv> env_;
-  std::unique_ptr<Client> client_;
-  std::unique_ptr<PartTestSession> s_;
 };
 
 TEST_F(CachedReadTest, AFreshEntryAnswersInOneRound) {

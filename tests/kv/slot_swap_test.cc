@@ -5,7 +5,7 @@
 #include "client/slot_swap.h"
 
 #include "gtest/gtest.h"
-#include "tests/kv/part_test_session.h"
+#include "tests/kv/part_test.h"
 
 namespace rkv::testing {
 namespace {
@@ -13,18 +13,11 @@ namespace {
 using client_internal::OpRounds;
 using client_internal::SlotSwap;
 
-class SlotSwapTest : public ::testing::Test {
+class SlotSwapTest : public PartTest {
  protected:
   void SetUp() override {
-    auto env = KvTestEnv::Create(KvBackend::kSoftSim, {.region_bytes = 4 << 20});
-    ASSERT_TRUE(env.ok()) << env.status();
-    env_ = std::move(env).value();
-    auto c = env_->NewClient();
-    ASSERT_TRUE(c.ok()) << c.status();
-    client_ = std::move(c).value();
-    auto s = PartTestSession::Create(*env_);
-    ASSERT_TRUE(s.ok()) << s.status();
-    s_ = std::move(s).value();
+    PartTest::SetUp();
+    if (HasFatalFailure()) return;
     ASSERT_TRUE(client_->Put("k", "v1").ok());
     auto slots = s_->KeySlots("k");
     ASSERT_TRUE(slots.ok());
@@ -44,9 +37,6 @@ class SlotSwapTest : public ::testing::Test {
     return swap->OnRound(rounds);
   }
 
-  std::unique_ptr<KvTestEnv> env_;
-  std::unique_ptr<Client> client_;
-  std::unique_ptr<PartTestSession> s_;
   std::pair<uint64_t, uint64_t> slot_;  // The key's committed slot: offset, word.
 };
 
