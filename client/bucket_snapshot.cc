@@ -45,15 +45,19 @@ void BucketSnapshot::PostRead(OpRounds& rounds) {
   }
 }
 
-void BucketSnapshot::Forget() {
-  known_.clear();
-  known_values_.clear();
+void BucketSnapshot::Forget() { known_.clear(); }
+
+const BucketSnapshot::KnownBlock* BucketSnapshot::FindKnown(uint64_t id) const {
+  for (const KnownBlock& k : known_) {
+    if (k.id == id) return &k;
+  }
+  return nullptr;
 }
 
 bool BucketSnapshot::KeyMatches(uint64_t word) const {
   if (own_block_ != 0 && layout::CommittedOf(word) == own_block_) return true;
-  auto it = known_.find(layout::CommittedOf(word));
-  return it != known_.end() && it->second;
+  const KnownBlock* known = FindKnown(layout::CommittedOf(word));
+  return known != nullptr && known->holds_key;
 }
 
 absl::StatusOr<bool> BucketSnapshot::OnBuckets(OpRounds& rounds) {
@@ -87,7 +91,7 @@ absl::StatusOr<bool> BucketSnapshot::OnBuckets(OpRounds& rounds) {
   for (const SlotSeen& s : slots_) {
     if (s.word == 0 || Slot::Decode(s.word).fingerprint != place_.fingerprint) continue;
     const uint64_t id = layout::CommittedOf(s.word);
-    if ((own_block_ != 0 && id == own_block_) || known_.contains(id)) continue;
+    if ((own_block_ != 0 && id == own_block_) || FindKnown(id) != nullptr) continue;
     if (std::any_of(candidates_.begin(), candidates_.end(), [id](const Candidate& c) {
           return layout::CommittedOf(c.slot.word) == id;
         })) {
@@ -96,7 +100,7 @@ absl::StatusOr<bool> BucketSnapshot::OnBuckets(OpRounds& rounds) {
     const Slot slot = Slot::Decode(s.word);
     const uint64_t bytes = layout::ClassBytes(slot.size_class);
     if (bytes == 0) {
-      known_[id] = false;  // A garbage slot: not ours.
+      known_.push_back({id, false, {}});  // A garbage slot: not ours.
       continue;
     }
     ScratchBuffer block = ScratchBuffer::Allocate(s_->scratch(), bytes);
@@ -127,8 +131,9 @@ bool BucketSnapshot::OnBlocks() {
     }
     const uint64_t id = layout::CommittedOf(c.slot.word);
     const bool match = block->key == key_;
-    known_[id] = match;
-    if (match && keep_values_) known_values_[id] = std::string(block->value);
+    if (FindKnown(id) == nullptr) {
+      known_.push_back({id, match, match && keep_values_ ? std::string(block->value) : ""});
+    }
   }
   candidates_.clear();
   // A block read that outlasted the grace period may show a reused block,
@@ -144,8 +149,8 @@ const BucketSnapshot::SlotSeen* BucketSnapshot::FindCommitted() const {
 }
 
 std::string BucketSnapshot::ValueOf(uint64_t word) const {
-  auto it = known_values_.find(layout::CommittedOf(word));
-  return it != known_values_.end() ? it->second : std::string();
+  const KnownBlock* known = FindKnown(layout::CommittedOf(word));
+  return known != nullptr ? known->value : std::string();
 }
 
 }  // namespace rkv::client_internal

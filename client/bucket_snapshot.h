@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
@@ -78,6 +78,13 @@ class BucketSnapshot {
   struct Buckets {
     uint8_t bytes[2][layout::kCombinedBucketBytes];
   };
+  // What a block read showed: whether it holds the key, and with
+  // keep_values the key's value.
+  struct KnownBlock {
+    uint64_t id;  // The block's identity: its committed slot word.
+    bool holds_key;
+    std::string value;
+  };
   // A block being read, for the slot that named it.
   struct Candidate {
     SlotSeen slot;
@@ -86,6 +93,9 @@ class BucketSnapshot {
 
   BucketSnapshot(Session& session, absl::string_view key, bool keep_values,
                  ScratchBuffer buckets);
+
+  // What was learnt of block `id`; nullptr if nothing.
+  const KnownBlock* FindKnown(uint64_t id) const;
 
   Session* s_;
   absl::string_view key_;
@@ -97,10 +107,10 @@ class BucketSnapshot {
 
   std::vector<SlotSeen> slots_;
   absl::Time observed_at_;
-  // Block identity (committed slot word) -> does it hold the key; learnt
-  // by reading blocks, valid while younger than half the grace period.
-  absl::flat_hash_map<uint64_t, bool> known_;
-  absl::flat_hash_map<uint64_t, std::string> known_values_;
+  // Blocks learnt by reading them, valid while younger than half the
+  // grace period. Two buckets name few blocks of the key's fingerprint, so
+  // a short array searched in order serves, without allocating for them.
+  absl::InlinedVector<KnownBlock, 4> known_;
   absl::Time known_since_;
   std::vector<Candidate> candidates_;
 };

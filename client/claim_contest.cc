@@ -3,7 +3,17 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/container/inlined_vector.h"
+
 namespace rkv::client_internal {
+namespace {
+
+// Slots of the two combined buckets, pointed to: on the stack, as they are
+// at most this many.
+using SlotList =
+    absl::InlinedVector<const BucketSnapshot::SlotSeen*, 2 * layout::kSlotsPerCombinedBucket>;
+
+}  // namespace
 
 std::optional<ClaimContest> ClaimContest::Create(Session& session, BucketSnapshot& snapshot,
                                                  absl::string_view key) {
@@ -35,7 +45,7 @@ ClaimContest::Outcome ClaimContest::Decide(OpRounds& rounds) {
   }
   const SlotSeen* committed = nullptr;
   const SlotSeen* mine = nullptr;
-  std::vector<const SlotSeen*> others;
+  SlotList others;
   for (const SlotSeen& s : slots) {
     if (s.word == 0 || layout::IsKilled(s.word) || !snapshot_->KeyMatches(s.word)) continue;
     if (s.offset == claimed_slot_) {
@@ -90,7 +100,7 @@ ClaimContest::Outcome ClaimContest::Claim(OpRounds& rounds) {
   const SlotSeen* best = nullptr;
   int best_free = 0;
   for (int b = 0; b < 2; ++b) {
-    std::vector<const SlotSeen*> free, free_main;
+    SlotList free, free_main;
     for (const SlotSeen& s : snapshot_->slots()) {
       if (std::find(claimed_before_.begin(), claimed_before_.end(), s.offset) !=
           claimed_before_.end()) {

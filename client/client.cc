@@ -2,7 +2,6 @@
 // allocator on the client's shared resources, and the loop that runs
 // operations' rounds with shared doorbells.
 #include <atomic>
-#include <deque>
 #include <memory>
 #include <random>
 #include <vector>
@@ -11,6 +10,7 @@
 #include "client/client_resources.h"
 #include "client/kv_operation.h"
 #include "client/outcome.h"
+#include "client/ring_deque.h"
 #include "client/session.h"
 #include "common/logging.h"
 #include "common/status.h"
@@ -21,6 +21,7 @@ namespace {
 
 using client_internal::ClientResources;
 using client_internal::KvOperation;
+using client_internal::RingDeque;
 
 std::atomic<uint64_t> next_region_id{1};
 
@@ -105,10 +106,18 @@ class ClientImpl final : public Client, public client_internal::Session {
 
   void Submit(OpType type, absl::string_view key, absl::string_view value, GetCallback on_get,
               DoneCallback on_done) {
-    queued_.push_back({std::make_unique<KvOperation>(*this, type, std::string(key),
-                                                     std::string(value)),
-                       std::move(on_get), std::move(on_done)});
+    std::unique_ptr<KvOperation> op;
+    if (idle_ops_.empty()) {
+      op = std::make_unique<KvOperation>(*this);
+    } else {
+      op = std::move(idle_ops_.back());
+      idle_ops_.pop_back();
+    }
+    op->Reset(type, key, value);
+    queued_.push_back({std::move(op), std::move(on_get), std::move(on_done)});
   }
+  // Takes back a finished operation for reuse.
+  void Recycle(std::unique_ptr<KvOperation> op);
 
   void Complete(Pending& p);
   // Runs `p`'s callback with `status`, marked as of unknown outcome if the
@@ -137,9 +146,15 @@ class ClientImpl final : public Client, public client_internal::Session {
   layout::Layout layout_;
   std::unique_ptr<client_internal::HeapAllocator> heap_;
 
-  std::deque<Pending> queued_;
+  RingDeque<Pending> queued_;
   std::vector<Pending> active_;  // Indexed by the wr_id's high half.
   size_t active_count_ = 0;
+  // Finished operations, for the next ones to reuse: at most
+  // max_outstanding, the most a client runs at once (a burst queued beyond
+  // that is let go as it finishes).
+  std::vector<std::unique_ptr<KvOperation>> idle_ops_;
+  // The requests one Poll posts; kept for its capacity.
+  std::vector<fabric::WorkRequest> batch_;
   Rng rng_{0};
   OpCosts costs_[kOpTypes];
   fabric::QueuePairCounters past_counters_;  // Of connections replaced.
@@ -183,6 +198,7 @@ absl::Status ClientImpl::Init() {
   heap_ = std::make_unique<client_internal::HeapAllocator>(layout_, options_.heap_chunk_bytes,
                                                            options_.grace_period);
   active_.resize(options_.max_outstanding);
+  idle_ops_.reserve(options_.max_outstanding);
   return absl::OkStatus();
 }
 
@@ -274,6 +290,11 @@ absl::Status ClientImpl::PushFreeBlocks(uint8_t size_class, const std::vector<ui
   return status;
 }
 
+void ClientImpl::Recycle(std::unique_ptr<KvOperation> op) {
+  op->Clear();
+  if (idle_ops_.size() < options_.max_outstanding) idle_ops_.push_back(std::move(op));
+}
+
 void ClientImpl::Complete(Pending& p) {
   KvOperation& op = *p.op;
   OpCosts& c = costs_[static_cast<int>(op.type())];
@@ -286,7 +307,7 @@ void ClientImpl::Complete(Pending& p) {
   DoneCallback on_done = std::move(p.on_done);
   absl::Status status = op.status();
   std::string result = std::move(op.result());
-  p.op.reset();  // Frees its scratch memory before the callback runs.
+  Recycle(std::move(p.op));  // Frees its scratch memory before the callback runs.
   if (on_get) {
     if (status.ok()) {
       on_get(std::move(result));
@@ -364,7 +385,8 @@ size_t ClientImpl::Poll(absl::Duration timeout) {
   }
   // One doorbell for every round that is ready; each round signals only
   // its last request (a queue pair completes in order).
-  std::vector<fabric::WorkRequest> batch;
+  std::vector<fabric::WorkRequest>& batch = batch_;
+  batch.clear();
   const absl::Time now = Now();
   for (size_t i = 0; i < active_.size(); ++i) {
     Pending& p = active_[i];

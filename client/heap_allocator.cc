@@ -13,7 +13,7 @@ HeapAllocator::HeapAllocator(const layout::Layout& layout, uint64_t chunk_bytes,
       grace_(grace) {}
 
 uint64_t HeapAllocator::Allocate(uint8_t size_class, absl::Time now) {
-  std::deque<Freed>& list = free_[size_class];
+  RingDeque<Freed>& list = free_[size_class];
   if (!list.empty() && list.front().reusable_at <= now) {
     const uint64_t off = list.front().offset;
     list.pop_front();
@@ -67,7 +67,7 @@ void HeapAllocator::TakeFree(absl::Time before, std::array<std::vector<uint64_t>
     }
   }
   for (int c = 0; c < 256; ++c) {
-    std::deque<Freed>& list = free_[c];
+    RingDeque<Freed>& list = free_[c];
     // Reusable times only grow along a list, after the never-published
     // blocks pushed at its front.
     while (!list.empty() && list.front().reusable_at <= before) {

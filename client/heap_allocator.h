@@ -9,10 +9,10 @@
 
 #include <array>
 #include <cstdint>
-#include <deque>
 #include <vector>
 
 #include "absl/time/time.h"
+#include "client/ring_deque.h"
 #include "common/layout/region_format.h"
 
 namespace rkv::client_internal {
@@ -46,7 +46,7 @@ class HeapAllocator {
 
  private:
   struct Freed {
-    uint64_t offset;
+    uint64_t offset = 0;
     absl::Time reusable_at;
   };
   const layout::Layout layout_;
@@ -60,7 +60,8 @@ class HeapAllocator {
   // chunk; every one is used, not just the last.
   std::vector<Chunk> chunks_;
   uint8_t last_class_ = 0;
-  std::array<std::deque<Freed>, 256> free_;
+  // By size class; a ring, as every write frees one block and takes one.
+  std::array<RingDeque<Freed>, 256> free_;
 };
 
 }  // namespace rkv::client_internal

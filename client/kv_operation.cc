@@ -10,13 +10,39 @@ namespace rkv::client_internal {
 
 using SlotSeen = BucketSnapshot::SlotSeen;
 
-KvOperation::KvOperation(Session& session, OpType type, std::string key, std::string value)
-    : s_(session),
-      type_(type),
-      key_(std::move(key)),
-      value_(std::move(value)),
-      write_(type == OpType::kPut || type == OpType::kInsert),
-      rounds_(session) {}
+KvOperation::KvOperation(Session& session) : s_(session), rounds_(session) {
+  rounds_.requests().reserve(kMaxRoundRequests);
+}
+
+void KvOperation::Reset(OpType type, absl::string_view key, absl::string_view value) {
+  type_ = type;
+  key_.assign(key.data(), key.size());
+  value_.assign(value.data(), value.size());
+  write_ = type == OpType::kPut || type == OpType::kInsert;
+  state_ = State::kStart;
+  blocked_ = false;
+  finished_ = false;
+  status_ = absl::OkStatus();
+  result_.clear();
+  rounds_.Reset();
+  size_class_ = 0;
+  my_block_ = 0;
+  my_committed_ = 0;
+}
+
+void KvOperation::Clear() {
+  // The parts name key_: they go before it may change.
+  contest_.reset();
+  reservation_.reset();
+  swap_.reset();
+  cached_read_.reset();
+  snapshot_.reset();
+  block_.Reset();
+  rounds_.requests().clear();
+  result_.clear();
+  status_ = absl::OkStatus();
+  if (value_.capacity() > kKeptValueBytes) std::string().swap(value_);
+}
 
 void KvOperation::Finish(absl::Status status) {
   if (absl::IsUnavailable(status) && posted_cas()) status = WithUnknownOutcome(std::move(status));

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "client/bucket_snapshot.h"
 #include "client/cached_read.h"
 #include "client/claim_contest.h"
@@ -51,9 +52,23 @@ class KvOperation {
   static constexpr uint32_t kMaxRoundRequests = 32;
   static_assert(ClaimContest::kMaxKills + 1 <= kMaxRoundRequests);
 
-  KvOperation(Session& session, OpType type, std::string key, std::string value);
+  // Values up to this size keep their buffer when the operation is reused;
+  // a larger one's is let go, so that a pool of idle operations does not
+  // hold megabytes.
+  static constexpr size_t kKeptValueBytes = 64 << 10;
+
+  // An idle operation: Reset gives it work. The client reuses operations,
+  // so that one does not cost allocations of its own (its strings and
+  // request list keep their capacity).
+  explicit KvOperation(Session& session);
   KvOperation(const KvOperation&) = delete;
   KvOperation& operator=(const KvOperation&) = delete;
+
+  // Readies an idle operation to run (Step starts it).
+  void Reset(OpType type, absl::string_view key, absl::string_view value);
+  // Hands back the scratch memory of a finished operation and makes it
+  // idle; result() is cleared, so take it first.
+  void Clear();
 
   // Starts the operation, or continues it after its round completed.
   void Step();
@@ -109,10 +124,10 @@ class KvOperation {
   const CachedSlot* FreshCachedSlot() const;
 
   Session& s_;
-  const OpType type_;
-  const std::string key_;
-  const std::string value_;
-  const bool write_;
+  OpType type_ = OpType::kGet;
+  std::string key_;
+  std::string value_;
+  bool write_ = false;
   State state_ = State::kStart;
   bool blocked_ = false;
   bool finished_ = false;

@@ -4,6 +4,13 @@ namespace rkv::client_internal {
 
 using fabric::WorkRequest;
 
+void OpRounds::Reset() {
+  requests_.clear();
+  posted_at_ = absl::Time();
+  posted_cas_ = false;
+  costs_ = OpCosts();
+}
+
 void OpRounds::AddRead(uint64_t off, void* local, uint32_t len) {
   requests_.push_back(WorkRequest::Read(0, local, len, s_.lkey(), s_.Remote(off), s_.rkey()));
 }

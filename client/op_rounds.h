@@ -23,6 +23,9 @@ class OpRounds {
 
   explicit OpRounds(Session& session) : s_(session) {}
 
+  // Starts afresh for another operation; the request list keeps its capacity.
+  void Reset();
+
   // Request builders; `local` must lie in scratch memory.
   void AddRead(uint64_t region_offset, void* local, uint32_t len);
   void AddWrite(uint64_t region_offset, const void* local, uint32_t len);

@@ -1,11 +1,32 @@
 #include "client/scratch_arena.h"
 
+#include <iterator>
+#include <utility>
+
 #include "common/logging.h"
 
 namespace rkv::client_internal {
 
 ScratchArena::ScratchArena(uint8_t* base, uint64_t size) : base_(base), size_(size / 64 * 64) {
   free_[0] = size_;
+}
+
+void ScratchArena::Insert(Ranges& ranges, uint64_t offset, uint64_t length) {
+  if (spare_.empty()) {
+    ranges.emplace(offset, length);
+    return;
+  }
+  Ranges::node_type node = std::move(spare_.back());
+  spare_.pop_back();
+  node.key() = offset;
+  node.mapped() = length;
+  ranges.insert(std::move(node));
+}
+
+ScratchArena::Ranges::iterator ScratchArena::Remove(Ranges& ranges, Ranges::iterator it) {
+  Ranges::iterator next = std::next(it);
+  spare_.push_back(ranges.extract(it));
+  return next;
 }
 
 bool ScratchArena::empty() const {
@@ -21,9 +42,9 @@ uint8_t* ScratchArena::Allocate(uint64_t bytes) {
     if (it->second < bytes) continue;
     const uint64_t off = it->first;
     const uint64_t rest = it->second - bytes;
-    free_.erase(it);
-    if (rest > 0) free_[off + bytes] = rest;
-    allocated_[off] = bytes;
+    Remove(free_, it);
+    if (rest > 0) Insert(free_, off + bytes, rest);
+    Insert(allocated_, off, bytes);
     return base_ + off;
   }
   return nullptr;
@@ -35,12 +56,12 @@ void ScratchArena::Free(uint8_t* p) {
   auto a = allocated_.find(static_cast<uint64_t>(p - base_));
   RKV_CHECK(a != allocated_.end()) << "freeing scratch memory that was not allocated";
   uint64_t off = a->first, len = a->second;
-  allocated_.erase(a);
+  Remove(allocated_, a);
   // Merge with the free neighbours.
   auto next = free_.lower_bound(off);
   if (next != free_.end() && off + len == next->first) {
     len += next->second;
-    next = free_.erase(next);
+    next = Remove(free_, next);
   }
   if (next != free_.begin()) {
     auto prev = std::prev(next);
@@ -49,7 +70,7 @@ void ScratchArena::Free(uint8_t* p) {
       return;
     }
   }
-  free_[off] = len;
+  Insert(free_, off, len);
 }
 
 }  // namespace rkv::client_internal

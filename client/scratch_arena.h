@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 
@@ -25,11 +26,22 @@ class ScratchArena {
   bool empty() const;
 
  private:
+  using Ranges = std::map<uint64_t, uint64_t>;  // offset -> length
+
+  // Adds a range to `ranges` in a spare node if there is one.
+  void Insert(Ranges& ranges, uint64_t offset, uint64_t length) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes the range at `it`, keeping its node; returns the next one.
+  Ranges::iterator Remove(Ranges& ranges, Ranges::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   mutable std::mutex mu_;
   uint8_t* const base_;
   const uint64_t size_;
-  std::map<uint64_t, uint64_t> free_ ABSL_GUARDED_BY(mu_);       // offset -> length
-  std::map<uint64_t, uint64_t> allocated_ ABSL_GUARDED_BY(mu_);  // offset -> length
+  Ranges free_ ABSL_GUARDED_BY(mu_);
+  Ranges allocated_ ABSL_GUARDED_BY(mu_);
+  // Map nodes of ranges removed, for ranges added later: every operation
+  // allocates and frees scratch memory, and should not allocate heap memory
+  // to do so.
+  std::vector<Ranges::node_type> spare_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace rkv::client_internal

@@ -17,8 +17,21 @@ uint64_t XXH64(absl::string_view data, uint64_t seed = 0);
 uint64_t Fnv1a64(absl::string_view data);
 
 // CRC-32C (Castagnoli), the checksum over KV blocks. Chainable: pass the
-// previous result as `crc` to extend a checksum over more data.
+// previous result as `crc` to extend a checksum over more data. Uses the
+// CPU's CRC-32C instruction where there is one (SSE4.2 on x86-64, the CRC
+// extension on AArch64), chosen at run time; a table otherwise.
 uint32_t Crc32c(absl::string_view data, uint32_t crc = 0);
+
+namespace hash_internal {
+
+// Crc32c's implementations, so that tests can hold them to each other.
+uint32_t Crc32cPortable(absl::string_view data, uint32_t crc);
+// Whether this CPU has the instruction Crc32cHardware needs.
+bool Crc32cHardwareAvailable();
+// Only where Crc32cHardwareAvailable().
+uint32_t Crc32cHardware(absl::string_view data, uint32_t crc);
+
+}  // namespace hash_internal
 
 }  // namespace rkv
 
