@@ -26,6 +26,9 @@ ABSL_FLAG(std::string, region_file, "",
           "Keep the region in this file (shared mapping): a restart serves every key "
           "stored before, even after kill -9. Empty: memory only, lost on exit.");
 ABSL_FLAG(std::string, id, "", "This server's id, stable across restarts (it places keys).");
+ABSL_FLAG(uint32_t, soft_threads, 0,
+          "Soft fabric: threads of the virtual NIC that execute clients' requests, each an "
+          "event loop serving its share of the queue pairs (0: min(hardware threads, 4)).");
 
 namespace {
 
@@ -51,7 +54,8 @@ int main(int argc, char** argv) {
   rkv::ParseFlags(argc, argv,
                   "kvserver: an rkv storage node.\n"
                   "Usage: kvserver --id=NAME [--coordinator=HOST:PORT] [--fabric=auto|verbs|soft]\n"
-                  "                [--memory=64MiB] [--region_file=PATH] [--token=T|--token_file=F]");
+                  "                [--memory=64MiB] [--region_file=PATH] [--token=T|--token_file=F]\n"
+                  "                [--soft_threads=N]");
   if (absl::Status s = rkv::EnsureFileLimit(256); !s.ok()) {
     std::cerr << "kvserver: " << s.message() << "\n";
     return 1;
@@ -78,6 +82,7 @@ int main(int argc, char** argv) {
   ro.index_share = absl::GetFlag(FLAGS_index_share);
   ro.listen_address = absl::GetFlag(FLAGS_listen);
   ro.token = *token;
+  ro.soft_threads = absl::GetFlag(FLAGS_soft_threads);
   ro.region_file = absl::GetFlag(FLAGS_region_file);
   ro.generation = static_cast<uint64_t>(absl::ToUnixMillis(absl::Now()));
   auto region = rkv::server::RegionServer::Create(**fabric, ro);

@@ -86,7 +86,9 @@ absl::StatusOr<std::unique_ptr<RegionServer>> RegionServer::Create(
   }
   RKV_ASSIGN_OR_RETURN(s->region_, fabric.RegisterMemory(s->memory_, s->mapped_bytes_,
                                                          fabric::kAllAccess));
-  RKV_ASSIGN_OR_RETURN(s->listener_, fabric.Listen({options.listen_address, options.token}));
+  RKV_ASSIGN_OR_RETURN(
+      s->listener_,
+      fabric.Listen({options.listen_address, options.token, options.soft_threads}));
   return s;
 }
 

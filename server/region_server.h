@@ -28,6 +28,9 @@ struct RegionServerOptions {
   double index_share = 0.25;
   std::string listen_address = "127.0.0.1:0";
   std::string token;
+  // Soft fabric over TCP: the target's event-loop threads (0: a default
+  // that fits the cores). See ListenOptions::soft_threads.
+  uint32_t soft_threads = 0;
   uint64_t generation = 1;
   // Empty: anonymous memory, lost with the process.
   std::string region_file;

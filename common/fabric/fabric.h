@@ -120,6 +120,9 @@ struct ListenOptions {
   std::string address = "127.0.0.1:0";
   // Peers must present this token to connect (empty accepts any).
   std::string token;
+  // soft over TCP: the target's event-loop threads, which execute requests
+  // for all queue pairs (0: min(hardware threads, 4)). Others ignore it.
+  uint32_t soft_threads = 0;
 };
 
 struct QueuePairOptions {

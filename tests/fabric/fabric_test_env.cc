@@ -68,7 +68,7 @@ absl::StatusOr<std::unique_ptr<FabricTestEnv>> FabricTestEnv::Create(Backend bac
   RKV_ASSIGN_OR_RETURN(env->local, env->initiator->RegisterMemory(
                                        env->local_mem->data(), env->local_mem->size(),
                                        kLocalWrite));
-  RKV_ASSIGN_OR_RETURN(env->listener, env->target->Listen({address, options.token}));
+  RKV_ASSIGN_OR_RETURN(env->listener, env->target->Listen({address, options.token, options.soft_threads}));
   return env;
 }
 

@@ -44,6 +44,8 @@ struct EnvOptions {
   SimOptions sim;
   FaultOptions initiator_faults;
   std::string token = "conformance";
+  // soft over TCP: the target's event loops (0: the default).
+  uint32_t soft_threads = 0;
 };
 
 // A target node whose `remote` region grants every right, and an initiator
