@@ -63,7 +63,7 @@ class SoftFabric final : public Fabric {
 
   absl::StatusOr<std::shared_ptr<CompletionChannel>> NewCompletionChannel() override {
     if (sim_) return sim_->NewCompletionChannel();
-    return std::make_shared<SoftCompletionChannel>();
+    return NewSoftTcpCompletionChannel();
   }
 
   absl::StatusOr<std::unique_ptr<QueuePair>> Connect(const Endpoint& endpoint,

@@ -121,12 +121,16 @@ void SoftQueuePair::ConnectionLostLocked() {
   if (!outstanding_.empty()) FailAllLocked(CompletionStatus::kRetryExceeded);
 }
 
-size_t SoftQueuePair::Poll(absl::Span<Completion> out) {
-  std::lock_guard<std::mutex> lock(mu_);
+size_t SoftQueuePair::TakeCompletionsLocked(absl::Span<Completion> out) {
   const size_t n = std::min(out.size(), cq_.size());
   std::copy_n(cq_.begin(), n, out.begin());
   cq_.erase(cq_.begin(), cq_.begin() + static_cast<std::ptrdiff_t>(n));
   return n;
+}
+
+size_t SoftQueuePair::Poll(absl::Span<Completion> out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return TakeCompletionsLocked(out);
 }
 
 size_t SoftQueuePair::Wait(absl::Span<Completion> out, absl::Duration timeout) {

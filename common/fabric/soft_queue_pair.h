@@ -22,10 +22,11 @@
 namespace rkv::fabric {
 
 // The soft backend's completion channel: its queue pairs notify it as they
-// queue each completion.
+// queue each completion. Over TCP a derived channel (soft_tcp_queue_pair.cc)
+// also wakes when responses arrive that nobody has read yet.
 class SoftCompletionChannel : public CompletionChannel {
  public:
-  void Notify();
+  virtual void Notify();
   void Wait(absl::Duration timeout) override;
 
  protected:
@@ -87,6 +88,11 @@ class SoftQueuePair : public QueuePair {
   // The connection is gone: the front request fails with kRetryExceeded,
   // the rest are flushed, and later posts fail the same way.
   void ConnectionLostLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Moves up to out.size() queued completions into `out`.
+  size_t TakeCompletionsLocked(absl::Span<Completion> out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool HasCompletionsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !cq_.empty(); }
+  bool InErrorLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return error_; }
 
   mutable std::mutex mu_;
   std::deque<Pending> outstanding_ ABSL_GUARDED_BY(mu_);

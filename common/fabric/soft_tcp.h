@@ -15,6 +15,10 @@ namespace rkv::fabric {
 absl::StatusOr<std::unique_ptr<Listener>> ListenSoftTcp(std::shared_ptr<const MemoryTable> table,
                                                         const ListenOptions& options);
 
+// A completion channel for queue pairs of ConnectSoftTcp: an epoll set of
+// their sockets, so that a wait ends when responses arrive on any of them.
+absl::StatusOr<std::shared_ptr<CompletionChannel>> NewSoftTcpCompletionChannel();
+
 absl::StatusOr<std::unique_ptr<QueuePair>> ConnectSoftTcp(
     std::shared_ptr<const MemoryTable> local, const Endpoint& endpoint,
     const QueuePairOptions& options);

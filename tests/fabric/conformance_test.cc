@@ -1,6 +1,8 @@
 // The fabric contract, run against every backend: soft over TCP, soft in
 // the deterministic simulation, and verbs where an RDMA device exists.
 #include <algorithm>
+#include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -9,6 +11,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "absl/time/clock.h"
 #include "tests/fabric/fabric_test_env.h"
 #include "tests/fabric/verbs_test_setup.h"
 
@@ -744,6 +747,122 @@ TEST_P(ConformanceTest, CompletionChannelWakesForEachOfItsQueuePairs) {
   // A queue pair's own Wait still works on a channel's queue pair.
   ASSERT_TRUE(qps[0]->Post({env_->Read(99, 0, local(), 8)}).ok());
   EXPECT_EQ(env_->Await(*qps[0], 1).size(), 1u);
+}
+
+// The contract counts every completion since the previous Wait returned,
+// also one that a Poll has taken meanwhile: a client polls, finds a round
+// done, posts the next one later, and meanwhile waits on the channel.
+TEST_P(ConformanceTest, CompletionChannelWaitEndsForACompletionAPollTook) {
+  auto channel = env_->initiator->NewCompletionChannel();
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  auto qp = Connect({.channel = *channel});
+  ASSERT_NE(qp, nullptr);
+  (*channel)->Wait(absl::ZeroDuration());
+  ASSERT_TRUE(qp->Post({env_->Read(1, 0, local(), 8)}).ok());
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  Completion c;
+  size_t n = 0;
+  while (n == 0 && absl::Now() < deadline) n = qp->Poll({&c, 1});
+  ASSERT_EQ(n, 1u);
+  const absl::Time t0 = absl::Now();
+  (*channel)->Wait(absl::Seconds(20));
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(5));
+}
+
+// Far more bytes each way than socket buffers hold, in one doorbell. A
+// target that cannot write READ responses stops reading requests; a
+// transport whose Post waited to write its requests without reading those
+// responses would never return from Post.
+TEST_P(ConformanceTest, DeepBatchOfLargeTransfersCompletes) {
+  EnvOptions o;
+  o.sim.chunk_bytes = 1 << 20;  // Simulated 64-byte steps would take long.
+  auto env = FabricTestEnv::Create(GetParam(), o);
+  if (!env.ok()) RKV_SKIP_OR_FAIL(env.status());
+  env_ = std::move(env).value();
+  auto qp = Connect();
+  ASSERT_NE(qp, nullptr);
+
+  constexpr uint32_t kBytes = 4 << 20;
+  constexpr int kPairs = 12;  // 48 MiB written and 48 MiB read back.
+  ASSERT_GE(env_->local_mem->size(), 2 * size_t{kBytes});
+  ASSERT_GE(env_->remote_mem->size(), 2 * size_t{kBytes});
+  uint8_t* src = local(0);
+  uint8_t* dst = local(kBytes);
+  for (uint32_t i = 0; i < kBytes; ++i) src[i] = static_cast<uint8_t>(i * 13 + i / 4096);
+  std::memset(dst, 0, kBytes);
+  std::vector<WorkRequest> batch;
+  for (int i = 0; i < kPairs; ++i) {
+    const uint64_t remote_offset = uint64_t{kBytes} * (i % 2);
+    batch.push_back(env_->Write(2 * i, remote_offset, src, kBytes));
+    batch.push_back(env_->Read(2 * i + 1, remote_offset, dst, kBytes));
+  }
+
+  // A deadlock would hang rather than fail: bound it.
+  std::atomic<bool> finished{false};
+  std::thread watchdog([&finished] {
+    const absl::Time deadline = absl::Now() + absl::Seconds(120);
+    while (!finished.load() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(20));
+    if (!finished.load()) {
+      std::fprintf(stderr, "DeepBatchOfLargeTransfersCompletes: no progress in 120 s\n");
+      std::abort();
+    }
+  });
+  const absl::Status posted = qp->Post(batch);
+  std::vector<Completion> got;
+  if (posted.ok()) got = env_->Await(*qp, batch.size(), absl::Seconds(100));
+  finished.store(true);
+  watchdog.join();
+
+  ASSERT_TRUE(posted.ok()) << posted;
+  ASSERT_EQ(got.size(), batch.size());
+  EXPECT_THAT(Statuses(got), Each(kSuccess));
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i].wr_id, i);
+  EXPECT_EQ(std::memcmp(src, dst, kBytes), 0);
+}
+
+// Completions a Post queues at once (here: flushed, in the error state)
+// come with no response from the target; a thread already waiting, on the
+// queue pair or on its channel, must still wake for them.
+TEST_P(ConformanceTest, WaitersOnAnotherThreadWakeForCompletionsQueuedByPost) {
+  auto channel = env_->initiator->NewCompletionChannel();
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  auto qp = Connect({.channel = *channel});
+  ASSERT_NE(qp, nullptr);
+  WorkRequest bad = env_->Read(1, 0, local(0), 8);
+  bad.rkey ^= 0x5A5A5A5A;
+  ASSERT_EQ(env_->Run(*qp, {bad}, 1).size(), 1u);
+  ASSERT_TRUE(qp->in_error());
+
+  for (const bool on_channel : {false, true}) {
+    SCOPED_TRACE(on_channel ? "waiting on the channel" : "waiting on the queue pair");
+    std::atomic<bool> waiting{false};
+    absl::Time woke = absl::InfiniteFuture();
+    std::vector<Completion> got;
+    std::thread waiter([&] {
+      const absl::Time deadline = absl::Now() + absl::Seconds(20);
+      Completion c;
+      while (got.empty() && absl::Now() < deadline) {
+        waiting.store(true);
+        if (on_channel) {
+          (*channel)->Wait(deadline - absl::Now());
+          if (qp->Poll({&c, 1}) == 1) got.push_back(c);
+        } else if (qp->Wait({&c, 1}, deadline - absl::Now()) == 1) {
+          got.push_back(c);
+        }
+      }
+      woke = absl::Now();
+    });
+    while (!waiting.load()) absl::SleepFor(absl::Milliseconds(1));
+    absl::SleepFor(absl::Milliseconds(50));  // Let the waiter fall asleep.
+    const absl::Time posted = absl::Now();
+    ASSERT_TRUE(qp->Post({env_->Read(2, 0, local(0), 8)}).ok());
+    waiter.join();
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].status, kFlushed);
+    // Promptly, not at the end of the waiter's 20 s timeout, nor at some
+    // periodic recheck.
+    EXPECT_LT(woke - posted, absl::Milliseconds(500));
+  }
 }
 
 TEST_P(ConformanceTest, ConnectWhereNobodyListensIsUnavailable) {
