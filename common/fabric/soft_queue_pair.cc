@@ -24,18 +24,11 @@ SoftQueuePair::SoftQueuePair(std::shared_ptr<const MemoryTable> local,
 void SoftCompletionChannel::Notify() {
   std::lock_guard<std::mutex> lock(mu_);
   pending_ = true;
-  cv_.notify_one();
 }
 
 bool SoftCompletionChannel::TakePending() {
   std::lock_guard<std::mutex> lock(mu_);
   return std::exchange(pending_, false);
-}
-
-void SoftCompletionChannel::Wait(absl::Duration timeout) {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout), [this] { return pending_; });
-  pending_ = false;
 }
 
 absl::Status SoftQueuePair::Post(absl::Span<const WorkRequest> batch) {
@@ -85,7 +78,6 @@ absl::Status SoftQueuePair::AdmitLocked(std::vector<Pending>& batch) {
 void SoftQueuePair::PushLocked(const Completion& c) {
   if (c.status != CompletionStatus::kSuccess) counters_.error_completions++;
   cq_.push_back(c);
-  cq_ready_.notify_all();
   if (channel_ != nullptr) channel_->Notify();
 }
 
@@ -131,14 +123,6 @@ size_t SoftQueuePair::TakeCompletionsLocked(absl::Span<Completion> out) {
 size_t SoftQueuePair::Poll(absl::Span<Completion> out) {
   std::lock_guard<std::mutex> lock(mu_);
   return TakeCompletionsLocked(out);
-}
-
-size_t SoftQueuePair::Wait(absl::Span<Completion> out, absl::Duration timeout) {
-  {
-    std::unique_lock<std::mutex> lock(mu_);
-    cq_ready_.wait_for(lock, absl::ToChronoNanoseconds(timeout), [this] { return !cq_.empty(); });
-  }
-  return Poll(out);
 }
 
 bool SoftQueuePair::in_error() const {

@@ -5,7 +5,6 @@
 #ifndef RKV_COMMON_FABRIC_SOFT_QUEUE_PAIR_H_
 #define RKV_COMMON_FABRIC_SOFT_QUEUE_PAIR_H_
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -24,10 +23,10 @@ namespace rkv::fabric {
 // The soft backend's completion channel: its queue pairs notify it as they
 // queue each completion. Over TCP a derived channel (soft_tcp_queue_pair.cc)
 // also wakes when responses arrive that nobody has read yet.
+// Each transport's channel decides how to wait.
 class SoftCompletionChannel : public CompletionChannel {
  public:
   virtual void Notify();
-  void Wait(absl::Duration timeout) override;
 
  protected:
   // Takes the notification, if one is pending.
@@ -35,7 +34,6 @@ class SoftCompletionChannel : public CompletionChannel {
 
  private:
   std::mutex mu_;
-  std::condition_variable cv_;
   bool pending_ ABSL_GUARDED_BY(mu_) = false;
 };
 
@@ -45,7 +43,6 @@ class SoftQueuePair : public QueuePair {
 
   absl::Status Post(absl::Span<const WorkRequest> batch) final;
   size_t Poll(absl::Span<Completion> out) override;
-  size_t Wait(absl::Span<Completion> out, absl::Duration timeout) override;
   bool in_error() const final;
   QueuePairCounters counters() const final;
   QueuePairLimits limits() const final { return limits_; }
@@ -106,7 +103,6 @@ class SoftQueuePair : public QueuePair {
   const QueuePairLimits limits_;
   const std::shared_ptr<SoftCompletionChannel> channel_;  // May be null.
   std::deque<Completion> cq_ ABSL_GUARDED_BY(mu_);
-  std::condition_variable cq_ready_;
   bool error_ ABSL_GUARDED_BY(mu_) = false;
   bool connection_lost_ ABSL_GUARDED_BY(mu_) = false;
   QueuePairCounters counters_ ABSL_GUARDED_BY(mu_);
