@@ -5,6 +5,8 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <rdma/rdma_cma.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -81,19 +83,31 @@ std::string DeviceName(const rdma_cm_id* id) {
 // One ibv completion channel for the CQs of many queue pairs. Each attached
 // CQ is armed when it is created and re-armed as soon as its event is
 // taken, so it is always either armed or has an event pending: no
-// completion goes unnoticed. Attached queue pairs must not be destroyed
-// while another thread waits on the channel.
+// completion goes unnoticed. Completions made in software (requests posted
+// in the error state) raise no CQ event; their queue pair rings an eventfd
+// instead. Attached queue pairs must not be destroyed while another thread
+// waits on the channel.
 class VerbsCompletionChannel final : public CompletionChannel {
  public:
-  explicit VerbsCompletionChannel(ibv_comp_channel* channel) : channel_(channel) {}
+  VerbsCompletionChannel(ibv_comp_channel* channel, Fd wake)
+      : channel_(channel), wake_(std::move(wake)) {}
   ~VerbsCompletionChannel() override { ibv_destroy_comp_channel(channel_); }
   ibv_comp_channel* get() const { return channel_; }
 
+  void Notify() {
+    const uint64_t one = 1;
+    (void)!::write(wake_.get(), &one, sizeof(one));
+  }
+
   void Wait(absl::Duration timeout) override {
     std::lock_guard<std::mutex> lock(mu_);
-    pollfd pfd{channel_->fd, POLLIN, 0};
+    pollfd pfds[2] = {{channel_->fd, POLLIN, 0}, {wake_.get(), POLLIN, 0}};
     const timespec ts = absl::ToTimespec(std::min(timeout, absl::Seconds(3600)));
-    if (::ppoll(&pfd, 1, &ts, nullptr) <= 0) return;
+    if (::ppoll(pfds, 2, &ts, nullptr) <= 0) return;
+    if (pfds[1].revents & POLLIN) {
+      uint64_t rings;
+      (void)!::read(wake_.get(), &rings, sizeof(rings));
+    }
     ibv_cq* cq = nullptr;
     void* context = nullptr;
     // The fd is non-blocking: take every event there is.
@@ -105,6 +119,7 @@ class VerbsCompletionChannel final : public CompletionChannel {
 
  private:
   ibv_comp_channel* const channel_;
+  const Fd wake_;  // An eventfd.
   std::mutex mu_;  // One thread takes events at a time.
 };
 
@@ -361,6 +376,7 @@ class VerbsQueuePair final : public QueuePair {
     if (error_) {
       // As on hardware, every request posted in the error state is flushed.
       for (const WorkRequest& w : batch) sq_.Refused(w.wr_id, w.opcode);
+      if (channel_ != nullptr) channel_->Notify();
       return absl::OkStatus();
     }
     for (size_t i = 0; i < wrs.size(); ++i) wrs[i].wr_id = sq_.Posted(batch[i]);
@@ -755,10 +771,12 @@ class VerbsFabric final : public Fabric {
   }
 
   absl::StatusOr<std::shared_ptr<CompletionChannel>> NewCompletionChannel() override {
+    Fd wake(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+    if (!wake.valid()) return ErrnoToStatus(errno, "eventfd");
     ibv_comp_channel* channel = ibv_create_comp_channel(device_->ctx());
     if (channel == nullptr) return ErrnoToStatus(errno, "ibv_create_comp_channel");
     SetNonBlocking(channel->fd);
-    return std::make_shared<VerbsCompletionChannel>(channel);
+    return std::make_shared<VerbsCompletionChannel>(channel, std::move(wake));
   }
 
   absl::StatusOr<std::unique_ptr<QueuePair>> Connect(const Endpoint& endpoint,
