@@ -103,6 +103,17 @@ class Publisher {
   After after_ = After::kBuckets;
 };
 
+// Steps two publishers a round each at a time until both are decided (or
+// 100 rounds pass); returns how each ended.
+std::pair<std::optional<Outcome>, std::optional<Outcome>> InLockstep(Publisher& a, Publisher& b) {
+  std::optional<Outcome> oa, ob;
+  for (int round = 0; round < 100 && !(oa && ob); ++round) {
+    if (!oa) oa = a.Step().value_or(Outcome::kPosted);
+    if (!ob) ob = b.Step().value_or(Outcome::kPosted);
+  }
+  return {oa, ob};
+}
+
 class ClaimContestTest : public ::testing::Test {
  protected:
   void Reset(uint64_t seed, const client_internal::BrokenProtocol& broken = {}) {
@@ -208,11 +219,7 @@ TEST_F(ClaimContestTest, ClaimsOfRoundsInLockstepSettleOnOneSlot) {
     Publisher a(*sessions_[0], "k", "a"), b(*sessions_[1], "k", "b");
     ASSERT_TRUE(a.Begin(BlockAt(0)).ok());
     ASSERT_TRUE(b.Begin(BlockAt(1)).ok());
-    std::optional<Outcome> oa, ob;
-    for (int round = 0; round < 100 && !(oa && ob); ++round) {
-      if (!oa) oa = a.Step().value_or(Outcome::kPosted);
-      if (!ob) ob = b.Step().value_or(Outcome::kPosted);
-    }
+    auto [oa, ob] = InLockstep(a, b);
     ASSERT_TRUE(oa && ob);
     EXPECT_NE(*oa == Outcome::kDone, *ob == Outcome::kDone) << "exactly one takes effect";
     EXPECT_TRUE(a.contest().ever_claimed() && b.contest().ever_claimed());
@@ -268,11 +275,7 @@ TEST_F(ClaimContestTest, SkippingSettlementCommitsTwice) {
     Publisher a(*sessions_[0], "k", "a"), b(*sessions_[1], "k", "b");
     ASSERT_TRUE(a.Begin(BlockAt(0)).ok());
     ASSERT_TRUE(b.Begin(BlockAt(1)).ok());
-    std::optional<Outcome> oa, ob;
-    for (int round = 0; round < 100 && !(oa && ob); ++round) {
-      if (!oa) oa = a.Step().value_or(Outcome::kPosted);
-      if (!ob) ob = b.Step().value_or(Outcome::kPosted);
-    }
+    InLockstep(a, b);
     twice = Count("k", {a.word(), b.word()}).committed.size() == 2;
   }
   EXPECT_TRUE(twice);
