@@ -87,13 +87,7 @@ class ClientImpl final : public Client, public client_internal::Session {
   OpCosts costs(OpType type) const override { return costs_[static_cast<int>(type)]; }
   fabric::QueuePairCounters connection_counters() const override {
     fabric::QueuePairCounters c = past_counters_;
-    if (qp_ != nullptr) {
-      const fabric::QueuePairCounters now = qp_->counters();
-      c.doorbells += now.doorbells;
-      c.requests += now.requests;
-      c.bytes += now.bytes;
-      c.error_completions += now.error_completions;
-    }
+    if (qp_ != nullptr) c += qp_->counters();
     return c;
   }
 

@@ -90,7 +90,7 @@ class ClusterClient final : public Client {
 
   fabric::QueuePairCounters connection_counters() const override {
     fabric::QueuePairCounters c = retired_counters_;
-    ForEachClient([&c](Client& client) { Add(c, client.connection_counters()); });
+    ForEachClient([&c](Client& client) { c += client.connection_counters(); });
     return c;
   }
 
@@ -122,12 +122,6 @@ class ClusterClient final : public Client {
     a.requests += b.requests;
     a.bytes += b.bytes;
     a.retries += b.retries;
-  }
-  static void Add(fabric::QueuePairCounters& a, const fabric::QueuePairCounters& b) {
-    a.doorbells += b.doorbells;
-    a.requests += b.requests;
-    a.bytes += b.bytes;
-    a.error_completions += b.error_completions;
   }
   static bool SameRegion(const proto::ServerInfo& a, const proto::ServerInfo& b) {
     return a.region().generation() == b.region().generation() &&
@@ -202,7 +196,7 @@ class ClusterClient final : public Client {
     std::erase_if(draining_, [this](const std::unique_ptr<Client>& c) {
       if (c->in_flight() > 0) return false;
       for (int t = 0; t < kOpTypes; ++t) Add(retired_costs_[t], c->costs(static_cast<OpType>(t)));
-      Add(retired_counters_, c->connection_counters());
+      retired_counters_ += c->connection_counters();
       return true;
     });
   }

@@ -85,6 +85,15 @@ struct QueuePairCounters {
   uint64_t requests = 0;
   uint64_t bytes = 0;  // READ/WRITE payload plus 8 per atomic.
   uint64_t error_completions = 0;
+
+  // Sums counters of several queue pairs (a client's, over reconnects).
+  QueuePairCounters& operator+=(const QueuePairCounters& o) {
+    doorbells += o.doorbells;
+    requests += o.requests;
+    bytes += o.bytes;
+    error_completions += o.error_completions;
+    return *this;
+  }
 };
 
 // Limits of one queue pair, taken from the device where there is one.
