@@ -6,6 +6,7 @@
 #include <random>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "client/client_resources.h"
 #include "client/kv_operation.h"
@@ -83,7 +84,9 @@ class ClientImpl final : public Client, public client_internal::Session {
   }
 
   size_t Poll(absl::Duration timeout) override;
-  size_t in_flight() const override { return queued_.size() + active_count_; }
+  size_t in_flight() const override {
+    return queued_.size() + deferred_.size() + active_count_;
+  }
   OpCosts costs(OpType type) const override { return costs_[static_cast<int>(type)]; }
   fabric::QueuePairCounters connection_counters() const override {
     fabric::QueuePairCounters c = past_counters_;
@@ -112,6 +115,15 @@ class ClientImpl final : public Client, public client_internal::Session {
   }
   // Takes back a finished operation for reuse.
   void Recycle(std::unique_ptr<KvOperation> op);
+  // Starts operations that wait for a slot, as many as there is room for.
+  void StartWaiting();
+  // Steps `p` to its first round in active slot `slot`; false (and `p`
+  // kept) when it must wait for scratch memory.
+  bool Start(Pending& p, size_t slot);
+  // A write of `p`'s key is active: `p`, a write too, must wait for it.
+  bool MustWait(const Pending& p) const {
+    return p.op->type() != OpType::kGet && writing_.contains(p.op->key());
+  }
 
   void Complete(Pending& p);
   // Runs `p`'s callback with `status`, marked as of unknown outcome if the
@@ -143,6 +155,13 @@ class ClientImpl final : public Client, public client_internal::Session {
   RingDeque<Pending> queued_;
   std::vector<Pending> active_;  // Indexed by the wr_id's high half.
   size_t active_count_ = 0;
+  // Writes of one key run one at a time: two in flight together would race
+  // for the same slot, and one of them would lose its CAS and start over
+  // (a hot key under a skewed load). A write whose key has one active
+  // waits in `deferred_`, in order; `writing_` views the active writes'
+  // keys (held by their operations).
+  absl::flat_hash_set<absl::string_view> writing_;
+  std::vector<Pending> deferred_;
   // Finished operations, for the next ones to reuse: at most
   // max_outstanding, the most a client runs at once (a burst queued beyond
   // that is let go as it finishes).
@@ -193,6 +212,7 @@ absl::Status ClientImpl::Init() {
                                                            options_.grace_period);
   active_.resize(options_.max_outstanding);
   idle_ops_.reserve(options_.max_outstanding);
+  writing_.reserve(options_.max_outstanding);
   return absl::OkStatus();
 }
 
@@ -291,6 +311,7 @@ void ClientImpl::Recycle(std::unique_ptr<KvOperation> op) {
 
 void ClientImpl::Complete(Pending& p) {
   KvOperation& op = *p.op;
+  if (op.type() != OpType::kGet) writing_.erase(op.key());
   OpCosts& c = costs_[static_cast<int>(op.type())];
   c.ops++;
   c.round_trips += op.costs().round_trips;
@@ -332,6 +353,7 @@ size_t ClientImpl::FailActive(const absl::Status& status) {
     Finish(done, status);
     failed++;
   }
+  writing_.clear();
   past_counters_ = connection_counters();
   qp_.reset();
   return failed;
@@ -339,6 +361,11 @@ size_t ClientImpl::FailActive(const absl::Status& status) {
 
 size_t ClientImpl::FailQueued(const absl::Status& status) {
   size_t failed = 0;
+  for (Pending& p : deferred_) {
+    Finish(p, status);
+    failed++;
+  }
+  deferred_.clear();
   while (!queued_.empty()) {
     Pending p = std::move(queued_.front());
     queued_.pop_front();
@@ -346,6 +373,49 @@ size_t ClientImpl::FailQueued(const absl::Status& status) {
     failed++;
   }
   return failed;
+}
+
+bool ClientImpl::Start(Pending& p, size_t slot) {
+  p.op->Step();
+  if (p.op->blocked()) {
+    // Scratch memory is shared with the client's other sessions: give up
+    // only when nothing at all holds any.
+    if (active_count_ > 0 || !scratch().empty()) return false;
+    p.op->Finish(absl::ResourceExhaustedError(
+        "client scratch memory too small for this operation; raise scratch_bytes"));
+  }
+  if (p.op->type() != OpType::kGet) writing_.insert(p.op->key());
+  active_[slot] = std::move(p);
+  active_count_++;
+  return true;
+}
+
+void ClientImpl::StartWaiting() {
+  size_t slot = 0;
+  auto free_slot = [&] {
+    while (slot < active_.size() && active_[slot].op != nullptr) ++slot;
+    return slot < active_.size();
+  };
+  // Deferred writes first: they were submitted before anything queued.
+  size_t kept = 0;
+  bool room = true;
+  for (size_t d = 0; d < deferred_.size(); ++d) {
+    Pending& p = deferred_[d];
+    if (room && !MustWait(p) && free_slot() && Start(p, slot)) continue;
+    if (room && !MustWait(p)) room = false;  // No slot, or no memory: stop starting.
+    if (kept != d) deferred_[kept] = std::move(p);
+    kept++;
+  }
+  deferred_.resize(kept);
+  while (room && !queued_.empty()) {
+    Pending& next = queued_.front();
+    if (MustWait(next)) {
+      deferred_.push_back(std::move(next));
+    } else if (!free_slot() || !Start(next, slot)) {
+      break;
+    }
+    queued_.pop_front();
+  }
 }
 
 size_t ClientImpl::Poll(absl::Duration timeout) {
@@ -358,25 +428,7 @@ size_t ClientImpl::Poll(absl::Duration timeout) {
       return FailQueued(s);
     }
   }
-  // Start queued operations while there is room.
-  for (size_t i = 0; i < active_.size() && !queued_.empty(); ++i) {
-    if (active_[i].op != nullptr) continue;
-    Pending& next = queued_.front();
-    next.op->Step();
-    if (next.op->blocked()) {
-      // Scratch memory is shared with the client's other sessions: give up
-      // only when nothing at all holds any.
-      if (active_count_ == 0 && scratch().empty()) {
-        next.op->Finish(absl::ResourceExhaustedError(
-            "client scratch memory too small for this operation; raise scratch_bytes"));
-      } else {
-        break;  // Waits for running operations to free memory.
-      }
-    }
-    active_[i] = std::move(next);
-    queued_.pop_front();
-    active_count_++;
-  }
+  StartWaiting();
   // One doorbell for every round that is ready; each round signals only
   // its last request (a queue pair completes in order).
   std::vector<fabric::WorkRequest>& batch = batch_;

@@ -76,6 +76,7 @@ class KvOperation {
   bool blocked() const { return blocked_; }
   bool finished() const { return finished_; }
   OpType type() const { return type_; }
+  const std::string& key() const { return key_; }
   const absl::Status& status() const { return status_; }
   std::string& result() { return result_; }
 

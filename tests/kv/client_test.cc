@@ -144,6 +144,33 @@ TEST_P(ClientTest, AsyncOperationsShareDoorbells) {
       << doorbells << " doorbells for " << put.round_trips + get.round_trips << " rounds";
 }
 
+// Writes of one key in flight together run one at a time, in the order
+// they were submitted: none loses a race to another and starts over, and
+// the last one submitted is the value that stays. Other keys' writes run
+// beside them.
+TEST_P(ClientTest, WritesOfOneKeyRunOneAtATimeInOrder) {
+  constexpr int kWrites = 32;
+  std::vector<int> hot_done;
+  int others_done = 0;
+  for (int i = 0; i < kWrites; ++i) {
+    client_->PutAsync("hot", "v" + std::to_string(i), [&, i](absl::Status s) {
+      EXPECT_TRUE(s.ok()) << s;
+      hot_done.push_back(i);
+    });
+    client_->PutAsync("k" + std::to_string(i), "v", [&](absl::Status s) {
+      EXPECT_TRUE(s.ok()) << s;
+      others_done++;
+    });
+  }
+  while (client_->in_flight() > 0) client_->Poll(absl::Seconds(1));
+  std::vector<int> in_order(kWrites);
+  for (int i = 0; i < kWrites; ++i) in_order[i] = i;
+  EXPECT_EQ(hot_done, in_order);
+  EXPECT_EQ(others_done, kWrites);
+  EXPECT_EQ(client_->costs(OpType::kPut).retries, 0u);
+  EXPECT_EQ(*client_->Get("hot"), "v" + std::to_string(kWrites - 1));
+}
+
 // A server that went away makes operations Unavailable: first through the
 // broken connection, then through the failed reconnection. Never NotFound,
 // which would claim the key is absent.

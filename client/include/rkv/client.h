@@ -118,6 +118,9 @@ class Client {
   // unknown" in the message; docs/RELIABILITY.md). A cluster client
   // retries such a failure once where that is safe: a GET always, a write
   // only when it cannot have taken effect.
+  // A client runs its writes of one key one at a time, in the order they
+  // were submitted (a cluster client's retried write goes behind the
+  // others); reads run beside them.
   virtual void GetAsync(absl::string_view key, GetCallback done) = 0;
   virtual void PutAsync(absl::string_view key, absl::string_view value, DoneCallback done) = 0;
   virtual void InsertAsync(absl::string_view key, absl::string_view value,
