@@ -5,13 +5,15 @@
 //
 // In the same run, the same round trips over a plain TCP loopback
 // connection (TCP_NODELAY, blocking sockets, an echo thread on the other
-// end): BM_Tcp8B writes a batch of 8-byte requests in one write and reads
+// end; with --soft_busy_poll both ends spin on non-blocking reads that
+// long before they block, as the fabric does): BM_Tcp8B writes a batch of 8-byte requests in one write and reads
 // their 8-byte responses, which the echo thread sends back in one write;
 // BM_Tcp64KiB asks for 64 KiB. That is what the kernel allows a round trip
 // to cost here, and every fabric figure reads as a ratio to it: at the end
 // (console output) a table gives each fabric round trip over its TCP twin.
 //
-//   build/bin/fabric_bench [--fabric=soft] [--benchmark_repetitions=5]
+//   build/bin/fabric_bench [--fabric=soft] [--soft_busy_poll=50us]
+//                          [--benchmark_repetitions=5]
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -126,13 +128,25 @@ BENCHMARK(BM_Read64KiB)->UseRealTime();
 struct TcpLoopback {
   Fd client;
   std::thread echo;
+  absl::Duration busy_poll;
 };
 
-void EchoLoop(Fd conn) {
+// What one recv() would give, after spinning up to `busy_poll` on
+// non-blocking reads (the fabric's --soft_busy_poll, for a like-for-like
+// baseline).
+ssize_t Receive(int fd, void* buf, size_t len, absl::Duration busy_poll) {
+  for (const absl::Time until = absl::Now() + busy_poll; absl::Now() < until;) {
+    const ssize_t n = ::recv(fd, buf, len, MSG_DONTWAIT);
+    if (n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) return n;
+  }
+  return ::recv(fd, buf, len, 0);
+}
+
+void EchoLoop(Fd conn, absl::Duration busy_poll) {
   std::vector<uint8_t> in(64 << 10), out;
   size_t have = 0;
   for (;;) {
-    const ssize_t n = ::recv(conn.get(), in.data() + have, in.size() - have, 0);
+    const ssize_t n = Receive(conn.get(), in.data() + have, in.size() - have, busy_poll);
     if (n <= 0) return;  // The process is exiting (the client end is never closed before).
     have += static_cast<size_t>(n);
     out.clear();
@@ -164,9 +178,12 @@ TcpLoopback& SetupTcp() {
     RKV_CHECK(conn.valid()) << "accept: " << std::strerror(errno);
     const int one = 1;
     ::setsockopt(conn.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    auto options = FabricOptionsFromFlags();
+    RKV_CHECK(options.ok()) << options.status();
     auto* l = new TcpLoopback;
     l->client = std::move(*client);
-    l->echo = std::thread(EchoLoop, std::move(conn));
+    l->busy_poll = options->soft_busy_poll;
+    l->echo = std::thread(EchoLoop, std::move(conn), l->busy_poll);
     l->echo.detach();
     return l;
   }();
@@ -177,9 +194,18 @@ TcpLoopback& SetupTcp() {
 // every response byte read back.
 void TcpRoundTrip(TcpLoopback& tl, const std::vector<uint64_t>& requests,
                   std::vector<uint8_t>& responses, benchmark::State& state) {
-  if (!WriteFull(tl.client.get(), requests.data(), requests.size() * 8).ok() ||
-      !ReadFull(tl.client.get(), responses.data(), responses.size()).ok()) {
+  if (!WriteFull(tl.client.get(), requests.data(), requests.size() * 8).ok()) {
     state.SkipWithError("TCP round trip failed");
+    return;
+  }
+  for (size_t have = 0; have < responses.size();) {
+    const ssize_t n = Receive(tl.client.get(), responses.data() + have, responses.size() - have,
+                              tl.busy_poll);
+    if (n <= 0) {
+      state.SkipWithError("TCP round trip failed");
+      return;
+    }
+    have += static_cast<size_t>(n);
   }
 }
 

@@ -48,7 +48,7 @@ start_server() {  # $1: id
   local id="$1"
   "$bin/kvserver" --id="$id" --coordinator="$coordinator" --token_file="$dir/token" \
     --fabric="$fabric" --listen="$server_listen" --rdma_device="$rdma_device" \
-    --memory="$memory" --region_file="$dir/$id.region" >>"$dir/$id.log" 2>&1 &
+    --memory="$memory" --region_file="$dir/$id.region" ${RKV_SERVER_FLAGS:-} >>"$dir/$id.log" 2>&1 &
   record_pid "$id" $!
 }
 

@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
                   "kvserver: an rkv storage node.\n"
                   "Usage: kvserver --id=NAME [--coordinator=HOST:PORT] [--fabric=auto|verbs|soft]\n"
                   "                [--memory=64MiB] [--region_file=PATH] [--token=T|--token_file=F]\n"
-                  "                [--soft_threads=N]");
+                  "                [--soft_threads=N] [--soft_busy_poll=50us]");
   if (absl::Status s = rkv::EnsureFileLimit(256); !s.ok()) {
     std::cerr << "kvserver: " << s.message() << "\n";
     return 1;

@@ -29,14 +29,14 @@ absl::StatusOr<FabricKind> ParseFabricKind(absl::string_view text) {
 absl::StatusOr<std::unique_ptr<Fabric>> OpenFabric(const FabricOptions& options) {
   switch (options.kind) {
     case FabricKind::kSoft:
-      return OpenSoftFabric(nullptr);
+      return OpenSoftFabric(nullptr, options.soft_busy_poll);
     case FabricKind::kVerbs:
       return OpenVerbsFabric(options);
     case FabricKind::kAuto: {
       absl::StatusOr<std::unique_ptr<Fabric>> verbs = OpenVerbsFabric(options);
       if (verbs.ok() || !absl::IsFailedPrecondition(verbs.status())) return verbs;
       RKV_LOG(INFO) << "no RDMA device; using the soft fabric over TCP";
-      return OpenSoftFabric(nullptr);
+      return OpenSoftFabric(nullptr, options.soft_busy_poll);
     }
   }
   return absl::InvalidArgumentError("unknown fabric kind");

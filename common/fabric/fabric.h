@@ -113,6 +113,12 @@ struct FabricOptions {
   FabricKind kind = FabricKind::kAuto;
   // verbs: the device to open (ibv_devices lists them); empty: the first.
   std::string rdma_device;
+  // soft over TCP: how long a wait for work spins before it sleeps — an
+  // initiator's Wait and completion channel, a target's event loops — as
+  // an RDMA application busy-polls its completion queue. A round trip then
+  // costs no wake-up, but each waiting thread keeps a core busy: worth it
+  // only with a core to spare for every such thread. Zero: sleep at once.
+  absl::Duration soft_busy_poll = absl::ZeroDuration();
 };
 
 struct ListenOptions {

@@ -1,5 +1,6 @@
 // The command-line flags that choose and configure the fabric, shared by
-// every program that opens one: --fabric, --rdma_device, --fabric_faults.
+// every program that opens one: --fabric, --rdma_device, --fabric_faults,
+// --soft_busy_poll.
 #ifndef RKV_COMMON_FABRIC_FABRIC_FLAGS_H_
 #define RKV_COMMON_FABRIC_FABRIC_FLAGS_H_
 

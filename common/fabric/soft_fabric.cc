@@ -29,8 +29,9 @@ uint64_t EntropySeed() {
 
 class SoftFabric final : public Fabric {
  public:
-  explicit SoftFabric(std::shared_ptr<SimNetwork> sim)
+  SoftFabric(std::shared_ptr<SimNetwork> sim, absl::Duration busy_poll)
       : sim_(std::move(sim)),
+        busy_poll_(busy_poll),
         // Keys must differ across restarts (a stale rkey must not open the
         // new region), yet replay under the simulation's seed.
         table_(std::make_shared<MemoryTable>(sim_ ? sim_->NextSeed() : EntropySeed())) {}
@@ -58,12 +59,12 @@ class SoftFabric final : public Fabric {
 
   absl::StatusOr<std::unique_ptr<Listener>> Listen(const ListenOptions& options) override {
     if (sim_) return sim_->Listen(table_, options);
-    return ListenSoftTcp(table_, options);
+    return ListenSoftTcp(table_, options, busy_poll_);
   }
 
   absl::StatusOr<std::shared_ptr<CompletionChannel>> NewCompletionChannel() override {
     if (sim_) return sim_->NewCompletionChannel();
-    return NewSoftTcpCompletionChannel();
+    return NewSoftTcpCompletionChannel(busy_poll_);
   }
 
   absl::StatusOr<std::unique_ptr<QueuePair>> Connect(const Endpoint& endpoint,
@@ -76,18 +77,19 @@ class SoftFabric final : public Fabric {
       return absl::InvalidArgumentError("Connect: the completion channel is another fabric's");
     }
     if (sim_) return sim_->Connect(table_, endpoint, options);
-    return ConnectSoftTcp(table_, endpoint, options);
+    return ConnectSoftTcp(table_, endpoint, options, busy_poll_);
   }
 
  private:
   const std::shared_ptr<SimNetwork> sim_;
+  const absl::Duration busy_poll_;  // TCP only: the simulation never sleeps.
   const std::shared_ptr<MemoryTable> table_;
 };
 
 }  // namespace
 
-std::unique_ptr<Fabric> OpenSoftFabric(std::shared_ptr<SimNetwork> sim) {
-  return std::make_unique<SoftFabric>(std::move(sim));
+std::unique_ptr<Fabric> OpenSoftFabric(std::shared_ptr<SimNetwork> sim, absl::Duration busy_poll) {
+  return std::make_unique<SoftFabric>(std::move(sim), busy_poll);
 }
 
 std::unique_ptr<Fabric> SimNetwork::NewFabric() { return OpenSoftFabric(shared_from_this()); }

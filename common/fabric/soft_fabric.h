@@ -11,8 +11,9 @@ namespace rkv::fabric {
 
 class SimNetwork;
 
-// `sim`: null for TCP.
-std::unique_ptr<Fabric> OpenSoftFabric(std::shared_ptr<SimNetwork> sim);
+// `sim`: null for TCP. `busy_poll`: FabricOptions::soft_busy_poll.
+std::unique_ptr<Fabric> OpenSoftFabric(std::shared_ptr<SimNetwork> sim,
+                                       absl::Duration busy_poll = absl::ZeroDuration());
 
 }  // namespace rkv::fabric
 

@@ -27,6 +27,7 @@ struct SoftTargetContext {
   std::shared_ptr<const MemoryTable> table;
   std::string address;  // The listener's, for log lines.
   std::string token;    // Peers must present it; empty accepts any.
+  absl::Duration busy_poll;  // An idle loop spins this long before it sleeps.
 };
 
 class SoftTargetConnection {

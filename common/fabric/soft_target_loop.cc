@@ -126,7 +126,14 @@ void SoftTargetLoop::Run() {
   std::vector<uint64_t> serving;
   for (;;) {
     const int deadline_ms = ExpireHandshakes();
-    const int n = ::epoll_wait(epoll_.get(), events, kMaxEvents, ready_.empty() ? deadline_ms : 0);
+    int n = ::epoll_wait(epoll_.get(), events, kMaxEvents, 0);
+    if (n == 0 && ready_.empty()) {
+      // Idle: spin a while (soft_busy_poll), then sleep until something
+      // arrives or a handshake expires.
+      const absl::Time until = absl::Now() + context_.busy_poll;
+      while (n == 0 && absl::Now() < until) n = ::epoll_wait(epoll_.get(), events, kMaxEvents, 0);
+      if (n == 0) n = ::epoll_wait(epoll_.get(), events, kMaxEvents, deadline_ms);
+    }
     if (n < 0 && errno != EINTR) {
       RKV_LOG(ERROR) << "soft fabric " << context_.address
                      << ": epoll_wait: " << std::strerror(errno);

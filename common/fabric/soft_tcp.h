@@ -12,16 +12,20 @@
 
 namespace rkv::fabric {
 
+// `busy_poll` (FabricOptions::soft_busy_poll): how long the target's event
+// loops and the initiator's waits spin before they sleep.
 absl::StatusOr<std::unique_ptr<Listener>> ListenSoftTcp(std::shared_ptr<const MemoryTable> table,
-                                                        const ListenOptions& options);
+                                                        const ListenOptions& options,
+                                                        absl::Duration busy_poll);
 
 // A completion channel for queue pairs of ConnectSoftTcp: an epoll set of
 // their sockets, so that a wait ends when responses arrive on any of them.
-absl::StatusOr<std::shared_ptr<CompletionChannel>> NewSoftTcpCompletionChannel();
+absl::StatusOr<std::shared_ptr<CompletionChannel>> NewSoftTcpCompletionChannel(
+    absl::Duration busy_poll);
 
 absl::StatusOr<std::unique_ptr<QueuePair>> ConnectSoftTcp(
     std::shared_ptr<const MemoryTable> local, const Endpoint& endpoint,
-    const QueuePairOptions& options);
+    const QueuePairOptions& options, absl::Duration busy_poll);
 
 }  // namespace rkv::fabric
 

@@ -86,7 +86,8 @@ void SoftTcpListener::AcceptLoop() {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Listener>> ListenSoftTcp(std::shared_ptr<const MemoryTable> table,
-                                                        const ListenOptions& options) {
+                                                        const ListenOptions& options,
+                                                        absl::Duration busy_poll) {
   if (options.soft_threads > kMaxThreads) {
     return absl::InvalidArgumentError(
         absl::StrCat("soft_threads is ", options.soft_threads, "; at most ", kMaxThreads));
@@ -99,6 +100,7 @@ absl::StatusOr<std::unique_ptr<Listener>> ListenSoftTcp(std::shared_ptr<const Me
   context->table = std::move(table);
   context->address = absl::StrCat(where.host, ":", port);
   context->token = options.token;
+  context->busy_poll = busy_poll;
   std::vector<std::unique_ptr<SoftTargetLoop>> loops;
   for (uint32_t i = 0; i < threads; ++i) {
     RKV_ASSIGN_OR_RETURN(std::unique_ptr<SoftTargetLoop> loop, SoftTargetLoop::Create(*context));

@@ -98,8 +98,10 @@ class WakeFd {
 // would block, so an edge is never left unanswered.
 class SoftTcpCompletionChannel final : public SoftCompletionChannel {
  public:
-  static absl::StatusOr<std::shared_ptr<SoftTcpCompletionChannel>> Create() {
-    auto channel = std::shared_ptr<SoftTcpCompletionChannel>(new SoftTcpCompletionChannel());
+  static absl::StatusOr<std::shared_ptr<SoftTcpCompletionChannel>> Create(
+      absl::Duration busy_poll) {
+    auto channel =
+        std::shared_ptr<SoftTcpCompletionChannel>(new SoftTcpCompletionChannel(busy_poll));
     channel->epoll_fd_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
     if (!channel->epoll_fd_.valid()) return ErrnoToStatus(errno, "epoll_create1");
     std::lock_guard<std::mutex> lock(channel->mu_);
@@ -139,17 +141,21 @@ class SoftTcpCompletionChannel final : public SoftCompletionChannel {
       wake_.AddSleeper();
     }
     epoll_event events[64];
+    int n = 0;
+    const absl::Time spin_until = std::min(deadline, absl::Now() + busy_poll_);
+    while (n == 0 && absl::Now() < spin_until) n = ::epoll_wait(epoll_fd_.get(), events, 64, 0);
     timespec ts;
     // Returns for an event, the timeout, or EINTR (early is allowed).
-    ::epoll_pwait2(epoll_fd_.get(), events, 64, TimeLeft(deadline, &ts), nullptr);
+    if (n == 0) ::epoll_pwait2(epoll_fd_.get(), events, 64, TimeLeft(deadline, &ts), nullptr);
     std::lock_guard<std::mutex> lock(mu_);
     wake_.RemoveSleeper();
     pending_ = false;  // The caller polls its queue pairs next.
   }
 
  private:
-  SoftTcpCompletionChannel() = default;
+  explicit SoftTcpCompletionChannel(absl::Duration busy_poll) : busy_poll_(busy_poll) {}
 
+  const absl::Duration busy_poll_;
   Fd epoll_fd_;
   std::mutex mu_;
   bool pending_ ABSL_GUARDED_BY(mu_) = false;
@@ -159,8 +165,10 @@ class SoftTcpCompletionChannel final : public SoftCompletionChannel {
 class SoftTcpQueuePair final : public SoftQueuePair {
  public:
   SoftTcpQueuePair(std::shared_ptr<const MemoryTable> local, const QueuePairOptions& options,
-                   Fd fd, std::shared_ptr<SoftTcpCompletionChannel> channel)
+                   Fd fd, std::shared_ptr<SoftTcpCompletionChannel> channel,
+                   absl::Duration busy_poll)
       : SoftQueuePair(std::move(local), options),
+        busy_poll_(busy_poll),
         fd_(std::move(fd)),
         channel_(std::move(channel)),
         input_(new uint8_t[kInputBytes]) {}
@@ -189,6 +197,7 @@ class SoftTcpQueuePair final : public SoftQueuePair {
   // channel was notified as they were queued.)
   void AnnounceLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  const absl::Duration busy_poll_;  // Wait spins this long before it sleeps.
   const Fd fd_;
   const std::shared_ptr<SoftTcpCompletionChannel> channel_;  // May be null.
 
@@ -426,6 +435,10 @@ size_t SoftTcpQueuePair::Wait(absl::Span<Completion> out, absl::Duration timeout
   size_t n = Poll(out);
   if (n > 0 || timeout <= absl::ZeroDuration()) return n;
   const absl::Time deadline = absl::Now() + timeout;
+  for (const absl::Time until = std::min(deadline, absl::Now() + busy_poll_);
+       absl::Now() < until;) {
+    if ((n = Poll(out)) > 0) return n;
+  }
   for (;;) {
     int wake_fd = -1;
     {
@@ -464,15 +477,16 @@ size_t SoftTcpQueuePair::Wait(absl::Span<Completion> out, absl::Duration timeout
 
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<CompletionChannel>> NewSoftTcpCompletionChannel() {
+absl::StatusOr<std::shared_ptr<CompletionChannel>> NewSoftTcpCompletionChannel(
+    absl::Duration busy_poll) {
   RKV_ASSIGN_OR_RETURN(std::shared_ptr<SoftTcpCompletionChannel> channel,
-                       SoftTcpCompletionChannel::Create());
+                       SoftTcpCompletionChannel::Create(busy_poll));
   return std::shared_ptr<CompletionChannel>(std::move(channel));
 }
 
 absl::StatusOr<std::unique_ptr<QueuePair>> ConnectSoftTcp(
     std::shared_ptr<const MemoryTable> local, const Endpoint& endpoint,
-    const QueuePairOptions& options) {
+    const QueuePairOptions& options, absl::Duration busy_poll) {
   std::shared_ptr<SoftTcpCompletionChannel> channel;
   if (options.channel != nullptr) {
     channel = std::dynamic_pointer_cast<SoftTcpCompletionChannel>(options.channel);
@@ -512,7 +526,7 @@ absl::StatusOr<std::unique_ptr<QueuePair>> ConnectSoftTcp(
   }
   if (channel != nullptr) RKV_RETURN_IF_ERROR(channel->Attach(fd.get()));
   return std::unique_ptr<QueuePair>(std::make_unique<SoftTcpQueuePair>(
-      std::move(local), options, std::move(fd), std::move(channel)));
+      std::move(local), options, std::move(fd), std::move(channel), busy_poll));
 }
 
 }  // namespace rkv::fabric

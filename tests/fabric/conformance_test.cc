@@ -877,7 +877,8 @@ std::string ParamName(const ::testing::TestParamInfo<Backend>& info) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, ConformanceTest,
-                         ::testing::Values(Backend::kSoftTcp, Backend::kSoftSim, Backend::kVerbs),
+                         ::testing::Values(Backend::kSoftTcp, Backend::kSoftTcpBusyPoll,
+                                           Backend::kSoftSim, Backend::kVerbs),
                          ParamName);
 
 }  // namespace

@@ -17,6 +17,7 @@ AlignedBuffer::AlignedBuffer(size_t size) : size_(size) {
 std::string BackendName(Backend b) {
   switch (b) {
     case Backend::kSoftTcp: return "soft_tcp";
+    case Backend::kSoftTcpBusyPoll: return "soft_tcp_busy_poll";
     case Backend::kSoftSim: return "soft_sim";
     case Backend::kVerbs: return "verbs";
   }
@@ -33,6 +34,10 @@ absl::StatusOr<std::unique_ptr<FabricTestEnv>> FabricTestEnv::Create(Backend bac
   switch (backend) {
     case Backend::kSoftTcp:
       fo.kind = FabricKind::kSoft;
+      break;
+    case Backend::kSoftTcpBusyPoll:
+      fo.kind = FabricKind::kSoft;
+      fo.soft_busy_poll = absl::Microseconds(50);
       break;
     case Backend::kSoftSim:
       fo.kind = FabricKind::kSoft;

@@ -33,7 +33,9 @@ class AlignedBuffer {
   size_t size_;
 };
 
-enum class Backend { kSoftTcp, kSoftSim, kVerbs };
+// kSoftTcpBusyPoll: soft over TCP with FabricOptions::soft_busy_poll set,
+// so that waits spin before they sleep.
+enum class Backend { kSoftTcp, kSoftTcpBusyPoll, kSoftSim, kVerbs };
 std::string BackendName(Backend b);
 inline void PrintTo(Backend b, std::ostream* os) { *os << BackendName(b); }
 
