@@ -8,6 +8,7 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
 #include "client/background_worker.h"
@@ -39,12 +40,12 @@ class ClusterClient final : public Client {
     // close, and this client cancels those it holds.
     const absl::Status closed = absl::CancelledError("the client was closed");
     for (auto& [id, s] : servers_) {
-      for (Op& op : s.waiting) Fail(std::move(op), closed);
+      for (OpPtr& op : s.waiting) Fail(std::move(op), closed);
     }
     servers_.clear();
     draining_.clear();
-    for (std::deque<Op>* q : {&retries_, &redispatch_}) {
-      for (Op& op : *q) Fail(std::move(op), closed);
+    for (std::deque<OpPtr>* q : {&retries_, &redispatch_}) {
+      for (OpPtr& op : *q) Fail(std::move(op), closed);
       q->clear();
     }
     RunReady();
@@ -61,16 +62,16 @@ class ClusterClient final : public Client {
   }
 
   void GetAsync(absl::string_view key, GetCallback done) override {
-    Dispatch({OpType::kGet, std::string(key), "", std::move(done), nullptr});
+    Dispatch(NewOp(OpType::kGet, key, "", std::move(done), nullptr));
   }
   void PutAsync(absl::string_view key, absl::string_view value, DoneCallback done) override {
-    Dispatch({OpType::kPut, std::string(key), std::string(value), nullptr, std::move(done)});
+    Dispatch(NewOp(OpType::kPut, key, value, nullptr, std::move(done)));
   }
   void InsertAsync(absl::string_view key, absl::string_view value, DoneCallback done) override {
-    Dispatch({OpType::kInsert, std::string(key), std::string(value), nullptr, std::move(done)});
+    Dispatch(NewOp(OpType::kInsert, key, value, nullptr, std::move(done)));
   }
   void DeleteAsync(absl::string_view key, DoneCallback done) override {
-    Dispatch({OpType::kDelete, std::string(key), "", nullptr, std::move(done)});
+    Dispatch(NewOp(OpType::kDelete, key, "", nullptr, std::move(done)));
   }
 
   size_t Poll(absl::Duration timeout) override;
@@ -109,11 +110,38 @@ class ClusterClient final : public Client {
     bool retried = false;
     uint64_t needs_fetch = 0;  // A retry waits for this map fetch to end.
   };
+  // Operations are reused (their strings keep their capacity), so that one
+  // costs no allocation here; a session's callback names its operation by
+  // pointer and takes ownership back when it runs (exactly once).
+  using OpPtr = std::unique_ptr<Op>;
+  OpPtr NewOp(OpType type, absl::string_view key, absl::string_view value, GetCallback on_get,
+              DoneCallback on_done) {
+    OpPtr op;
+    if (idle_ops_.empty()) {
+      op = std::make_unique<Op>();
+    } else {
+      op = std::move(idle_ops_.back());
+      idle_ops_.pop_back();
+    }
+    op->type = type;
+    op->key.assign(key.data(), key.size());
+    op->value.assign(value.data(), value.size());
+    op->on_get = std::move(on_get);
+    op->on_done = std::move(on_done);
+    op->retried = false;
+    op->needs_fetch = 0;
+    return op;
+  }
+  void Recycle(OpPtr op) {
+    op->on_get = nullptr;
+    op->on_done = nullptr;
+    if (idle_ops_.size() < options_.max_outstanding) idle_ops_.push_back(std::move(op));
+  }
   struct Server {
     proto::ServerInfo info;
     std::unique_ptr<Client> client;  // Its session, once connected.
     bool connecting = false;
-    std::deque<Op> waiting;  // For the session.
+    std::deque<OpPtr> waiting;  // For the session.
   };
 
   static void Add(OpCosts& a, const OpCosts& b) {
@@ -123,6 +151,8 @@ class ClusterClient final : public Client {
     a.bytes += b.bytes;
     a.retries += b.retries;
   }
+  static const absl::Status& StatusOf(const absl::Status& s) { return s; }
+  static const absl::Status& StatusOf(const absl::StatusOr<std::string>& s) { return s.status(); }
   static bool SameRegion(const proto::ServerInfo& a, const proto::ServerInfo& b) {
     return a.region().generation() == b.region().generation() &&
            a.region().rkey() == b.region().rkey();
@@ -132,19 +162,20 @@ class ClusterClient final : public Client {
   size_t RunReady() {
     size_t n = 0;
     while (!ready_.empty()) {
-      auto f = std::move(ready_.front());
+      auto [op, s] = std::move(ready_.front());
       ready_.pop_front();
-      f();
+      GetCallback on_get = std::move(op->on_get);
+      DoneCallback on_done = std::move(op->on_done);
+      Recycle(std::move(op));
+      if (on_get) on_get(s);
+      if (on_done) on_done(s);
       n++;
     }
     return n;
   }
   // Completes `op` with `s` inside the next Poll().
-  void Fail(Op op, absl::Status s) {
-    ready_.push_back([op = std::move(op), s = std::move(s)]() mutable {
-      if (op.on_get) op.on_get(s);
-      if (op.on_done) op.on_done(s);
-    });
+  void Fail(OpPtr op, absl::Status s) {
+    ready_.push_back({std::move(op), std::move(s)});
   }
 
   // Rendezvous hashing: the server with the highest hash of (id, key).
@@ -161,9 +192,13 @@ class ClusterClient final : public Client {
     return best;
   }
 
-  void Dispatch(Op op);
+  void Dispatch(OpPtr op);
   // Hands `op` to session `c`, retrying a failure where that is safe.
-  void Submit(Client& c, Op op);
+  void Submit(Client& c, OpPtr op);
+  // A session finished `op` with `st`: retries it where that is safe, or
+  // runs its callback.
+  template <typename Result>
+  void OnDone(Op* op, Result result);
   void Connect(Server& s);
   void OnConnected(const proto::ServerInfo& info, absl::StatusOr<std::unique_ptr<Client>> c);
   // Fetches the map in the background; retries wait for the fetch.
@@ -188,7 +223,7 @@ class ClusterClient final : public Client {
   // map says.
   void Retire(Server& s) {
     if (s.client) draining_.push_back(std::move(s.client));
-    for (Op& op : s.waiting) redispatch_.push_back(std::move(op));
+    for (OpPtr& op : s.waiting) redispatch_.push_back(std::move(op));
     s.waiting.clear();
   }
   // Closes the draining sessions that have nothing left in flight.
@@ -208,9 +243,10 @@ class ClusterClient final : public Client {
   bool warned_epoch_ = false;
   std::map<std::string, Server> servers_;
   std::vector<std::unique_ptr<Client>> draining_;
-  std::deque<std::function<void()>> ready_;
-  std::deque<Op> retries_;     // In order of needs_fetch.
-  std::deque<Op> redispatch_;  // Never started; dispatched in the next Poll.
+  std::deque<std::pair<OpPtr, absl::Status>> ready_;  // Failed, callbacks to run.
+  std::deque<OpPtr> retries_;     // In order of needs_fetch.
+  std::deque<OpPtr> redispatch_;  // Never started; dispatched in the next Poll.
+  std::vector<OpPtr> idle_ops_;
   uint64_t fetches_started_ = 0;
   uint64_t fetches_done_ = 0;
   bool fetch_again_ = false;  // A retry needs a fetch that starts later.
@@ -293,9 +329,9 @@ void ClusterClient::WatchLoop() {
   }
 }
 
-void ClusterClient::Dispatch(Op op) {
+void ClusterClient::Dispatch(OpPtr op) {
   SyncMap();
-  Server* s = Route(op.key);
+  Server* s = Route(op->key);
   if (s == nullptr) return Fail(std::move(op), absl::UnavailableError("the cluster map has no servers"));
   if (s->info.state() != proto::SERVER_STATE_UP) {
     return Fail(std::move(op), absl::UnavailableError(absl::StrCat(
@@ -328,16 +364,16 @@ void ClusterClient::OnConnected(const proto::ServerInfo& info,
   if (it == servers_.end() || !SameRegion(it->second.info, info) || it->second.client) return;
   Server& s = it->second;
   s.connecting = false;
-  std::deque<Op> waiting = std::move(s.waiting);
+  std::deque<OpPtr> waiting = std::move(s.waiting);
   s.waiting.clear();
   if (!c.ok()) {
     const absl::Status failed = absl::UnavailableError(
         absl::StrCat("server ", info.id(), ": ", c.status().message()));
-    for (Op& op : waiting) Fail(std::move(op), failed);
+    for (OpPtr& op : waiting) Fail(std::move(op), failed);
     return;
   }
   s.client = std::move(c).value();
-  for (Op& op : waiting) Submit(*s.client, std::move(op));
+  for (OpPtr& op : waiting) Submit(*s.client, std::move(op));
 }
 
 uint64_t ClusterClient::FetchMap() {
@@ -365,60 +401,67 @@ void ClusterClient::OnFetched(uint64_t fetch, absl::StatusOr<proto::ClusterMap> 
     fetch_again_ = false;
     FetchMap();
   }
-  while (!retries_.empty() && retries_.front().needs_fetch <= fetches_done_) {
-    Op op = std::move(retries_.front());
+  while (!retries_.empty() && retries_.front()->needs_fetch <= fetches_done_) {
+    OpPtr op = std::move(retries_.front());
     retries_.pop_front();
     Dispatch(std::move(op));
   }
 }
 
-void ClusterClient::Submit(Client& c, Op op) {
+void ClusterClient::Submit(Client& c, OpPtr owned) {
+  Op* op = owned.release();  // The callback takes it back.
+  switch (op->type) {
+    case OpType::kGet:
+      c.GetAsync(op->key, [this, op](absl::StatusOr<std::string> v) { OnDone(op, std::move(v)); });
+      break;
+    case OpType::kPut:
+      c.PutAsync(op->key, op->value, [this, op](absl::Status st) { OnDone(op, std::move(st)); });
+      break;
+    case OpType::kInsert:
+      c.InsertAsync(op->key, op->value,
+                    [this, op](absl::Status st) { OnDone(op, std::move(st)); });
+      break;
+    case OpType::kDelete:
+      c.DeleteAsync(op->key, [this, op](absl::Status st) { OnDone(op, std::move(st)); });
+      break;
+  }
+}
+
+template <typename Result>
+void ClusterClient::OnDone(Op* raw, Result result) {
+  OpPtr op(raw);
   // A failure that may come from a stale map (the server restarted with a
   // new rkey) is retried once, on a freshly fetched map: a GET always, a
   // write only if its first attempt cannot have taken effect. A write
   // whose CAS went out may still take effect later (a claim left pending
   // is committed by the next writer of the key that finds it), so a retry
   // that succeeded would be followed by the first attempt's write.
-  auto retry = [this, op](const absl::Status& st) mutable {
-    if (!absl::IsUnavailable(st) || op.retried) return false;
-    if (op.type != OpType::kGet && client_internal::OutcomeUnknown(st)) return false;
-    op.retried = true;
-    op.needs_fetch = FetchMap();
-    retries_.push_back(std::move(op));
-    return true;
-  };
-  switch (op.type) {
-    case OpType::kGet:
-      c.GetAsync(op.key, [retry, done = op.on_get](absl::StatusOr<std::string> v) mutable {
-        if (!v.ok() && retry(v.status())) return;
-        done(std::move(v));
-      });
-      break;
-    case OpType::kPut:
-    case OpType::kInsert:
-    case OpType::kDelete: {
-      auto cb = [retry, done = op.on_done](absl::Status st) mutable {
-        if (!st.ok() && retry(st)) return;
-        done(std::move(st));
-      };
-      if (op.type == OpType::kPut) {
-        c.PutAsync(op.key, op.value, std::move(cb));
-      } else if (op.type == OpType::kInsert) {
-        c.InsertAsync(op.key, op.value, std::move(cb));
-      } else {
-        c.DeleteAsync(op.key, std::move(cb));
-      }
-      break;
+  if (!result.ok()) {
+    const absl::Status& st = StatusOf(result);
+    if (absl::IsUnavailable(st) && !op->retried &&
+        (op->type == OpType::kGet || !client_internal::OutcomeUnknown(st))) {
+      op->retried = true;
+      op->needs_fetch = FetchMap();
+      retries_.push_back(std::move(op));
+      return;
     }
+  }
+  GetCallback on_get = std::move(op->on_get);
+  DoneCallback on_done = std::move(op->on_done);
+  Recycle(std::move(op));
+  if constexpr (std::is_same_v<Result, absl::Status>) {
+    on_done(std::move(result));
+  } else {
+    on_get(std::move(result));
   }
 }
 
 size_t ClusterClient::Poll(absl::Duration timeout) {
   size_t finished = 0;
   background_->RunFinished();
-  std::deque<Op> again = std::move(redispatch_);
+  std::deque<OpPtr> again = std::move(redispatch_);
   redispatch_.clear();
-  for (Op& op : again) Dispatch(std::move(op));
+  for (OpPtr& op : again) Dispatch(std::move(op));
   finished += RunReady();
   // Callbacks may dispatch and so retire sessions; retired ones stay alive
   // (draining) until CloseDrained below.
