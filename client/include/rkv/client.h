@@ -44,8 +44,8 @@ struct ClientOptions {
   std::string cluster_token;
   // Operations in flight at once; more are queued.
   uint32_t max_outstanding = 64;
-  // Key -> (slot, slot value) entries kept (0 disables the cache). About
-  // 100 bytes each plus the key.
+  // Key -> (slot, slot value) entries kept (0 disables the cache), 56
+  // bytes each (keys are not stored: an entry is named by a 128-bit hash).
   size_t cache_entries = 1 << 16;
   // A replaced or deleted block is reused only this long after it was
   // unlinked; a reader whose bucket read and block read are further apart
