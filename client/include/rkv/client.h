@@ -45,8 +45,9 @@ struct ClientOptions {
   // Operations in flight at once; more are queued.
   uint32_t max_outstanding = 64;
   // Key -> (slot, slot value) entries kept (0 disables the cache), 56
-  // bytes each (keys are not stored: an entry is named by a 128-bit hash).
-  size_t cache_entries = 1 << 16;
+  // bytes each (keys are not stored: an entry is named by a 128-bit hash);
+  // the default takes 7 MiB.
+  size_t cache_entries = 1 << 17;
   // A replaced or deleted block is reused only this long after it was
   // unlinked; a reader whose bucket read and block read are further apart
   // starts over. Must exceed any stall a reader may suffer.
