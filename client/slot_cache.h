@@ -1,8 +1,9 @@
 // The client's cache of key -> (slot, slot value): where a key was last
 // seen and what its slot held. A hit lets GET read the slot and the block
 // in one doorbell, and UPDATE/DELETE CAS the slot without a lookup. Bounded
-// by entry count: a fixed table, 4-way set associative, where a new key
-// replaces the oldest entry of its set. One cache serves every
+// by entry count: a fixed table of 4-way sets where a key may sit in either
+// of two sets (so that a full set rarely forces out a live entry), and a
+// new key replaces the oldest entry of the two. One cache serves every
 // server of a cluster client: an entry belongs to the server region whose
 // slot it names, and is found only for that region (a slot word of one
 // region says nothing about another's).
@@ -52,8 +53,8 @@ class SlotCache {
     CachedSlot slot;     // slot.word == 0: the entry is free.
   };
   static Id IdOf(absl::string_view key);
-  // The entry of `id`, or nullptr; `set` is its set's first entry.
-  Entry* Lookup(const Id& id, Entry** set) const;
+  // The entry of `id`, or nullptr; `sets` are its two sets' first entries.
+  Entry* Lookup(const Id& id, Entry* sets[2]) const;
 
   mutable std::vector<Entry> entries_;
   size_t sets_ = 0;  // A power of two.

@@ -23,8 +23,8 @@ What it compares, by default:
   - a scaling run: one workload at several points of client threads x
     operations in flight per thread, throughput and read p99 per store.
 memcached runs with as many worker threads (-t) as the most client threads
-of any run, as the soft fabric serves each client connection with its own
-thread; Redis runs as it is built to, one thread.
+of any run, as kvserver's soft fabric runs min(cores, 4) event loops (2
+here on 2 cores); Redis runs as it is built to, one thread.
 
 Options (--opt=VALUE or --opt VALUE):
   --workloads="a b c"   YCSB workloads to compare: a b c d f (E has scans)

@@ -110,12 +110,25 @@ int main(int argc, char** argv) {
   bool registered = false;
   bool reported_outage = false;
   absl::Duration interval = absl::Milliseconds(500);
+  // Usage (kvctl status) is counted by scanning the whole index: a few
+  // percent of a core for a large region if done at every heartbeat, so
+  // it is refreshed at most this often.
+  constexpr absl::Duration kStatsEvery = absl::Seconds(2);
+  rkv::proto::RegionStats stats;
+  absl::Time stats_at = absl::InfinitePast();
+  auto fresh_stats = [&]() -> const rkv::proto::RegionStats& {
+    if (absl::Now() - stats_at >= kStatsEvery) {
+      stats = ToProto((*region)->Stats());
+      stats_at = absl::Now();
+    }
+    return stats;
+  };
   while (!g_stop) {
     grpc::ClientContext ctx;
     coord.Prepare(&ctx, absl::Seconds(2));
     grpc::Status s;
     if (!registered) {
-      *reg.mutable_stats() = ToProto((*region)->Stats());
+      *reg.mutable_stats() = fresh_stats();
       rkv::proto::RegisterResponse resp;
       s = coord.stub().Register(&ctx, reg, &resp);
       if (s.ok()) {
@@ -128,7 +141,7 @@ int main(int argc, char** argv) {
       rkv::proto::HeartbeatRequest hb;
       hb.set_id(id);
       hb.set_generation((*region)->generation());
-      *hb.mutable_stats() = ToProto((*region)->Stats());
+      *hb.mutable_stats() = fresh_stats();
       rkv::proto::HeartbeatResponse resp;
       s = coord.stub().Heartbeat(&ctx, hb, &resp);
       if (s.error_code() == grpc::StatusCode::NOT_FOUND ||

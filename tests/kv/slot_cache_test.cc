@@ -39,7 +39,7 @@ TEST(SlotCacheTest, BoundedWithTheOldestGoingFirst) {
     cache.Put("k" + std::to_string(i), 1, Slot(i));
     ASSERT_LE(cache.size(), size_t{kCapacity});
   }
-  // The newest entries are all there: each replaced the oldest of its set.
+  // The newest entries are all there: each replaced the oldest of its sets.
   for (int i = 10 * kCapacity - SlotCache::kWays + 1; i <= 10 * kCapacity; ++i) {
     const CachedSlot* e = cache.Find("k" + std::to_string(i), 1);
     ASSERT_NE(e, nullptr) << i;
