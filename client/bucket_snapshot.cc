@@ -148,6 +148,13 @@ const BucketSnapshot::SlotSeen* BucketSnapshot::FindCommitted() const {
   return nullptr;
 }
 
+const BucketSnapshot::SlotSeen* BucketSnapshot::FindIntent() const {
+  for (const SlotSeen& s : slots_) {
+    if (layout::IsIntent(s.word) && KeyMatches(s.word)) return &s;
+  }
+  return nullptr;
+}
+
 std::string BucketSnapshot::ValueOf(uint64_t word) const {
   const KnownBlock* known = FindKnown(layout::CommittedOf(word));
   return known != nullptr ? known->value : std::string();

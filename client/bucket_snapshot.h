@@ -70,6 +70,8 @@ class BucketSnapshot {
   bool KeyMatches(uint64_t word) const;
   // The first committed slot whose block holds the key; nullptr if none.
   const SlotSeen* FindCommitted() const;
+  // The same for an intent (replicated regions).
+  const SlotSeen* FindIntent() const;
   // The key's value in the block `word` names (with keep_values).
   std::string ValueOf(uint64_t word) const;
 

@@ -50,7 +50,9 @@ ClaimContest::Outcome ClaimContest::Decide(OpRounds& rounds) {
     if (s.word == 0 || layout::IsKilled(s.word) || !snapshot_->KeyMatches(s.word)) continue;
     if (s.offset == claimed_slot_) {
       mine = &s;
-    } else if (layout::IsCommitted(s.word)) {
+    } else if (layout::IsCommitted(s.word) || layout::IsIntent(s.word)) {
+      // An intent (replicated regions) is a write already decided; the
+      // caller finishes it and reads again.
       committed = &s;
     } else {
       others.push_back(&s);
@@ -140,8 +142,12 @@ ClaimContest::Outcome ClaimContest::OnRound(OpRounds& rounds) {
     case State::kKill:
       return OnKill(rounds);
     case State::kCommit:
-      if (words().cas == pending_word_ || words().cas == committed_word_) {
-        s_->cache().Put(key_, s_->region_id(), {claimed_slot_, committed_word_, rounds.posted_at()});
+      if (words().cas == pending_word_ || words().cas == Published(committed_word_)) {
+        // Replicated: cached once the caller's ReplicaSync committed it.
+        if (s_->replicas() == 1) {
+          s_->cache().Put(key_, s_->region_id(),
+                          {claimed_slot_, committed_word_, rounds.posted_at()});
+        }
         return Outcome::kDone;
       }
       return Outcome::kReread;  // Killed by a higher claim: the re-read tells us how.
@@ -164,7 +170,8 @@ ClaimContest::Outcome ClaimContest::OnKill(OpRounds& rounds) {
   }
   if (!all_done) return Outcome::kReread;      // A rival moved first.
   if (winner_.offset == 0) return Outcome::kReread;  // We only withdrew.
-  rounds.AddCas(winner_.offset, &words().cas, winner_.word, layout::CommittedOf(winner_.word));
+  rounds.AddCas(winner_.offset, &words().cas, winner_.word,
+                Published(layout::CommittedOf(winner_.word)));
   // Our own claim commits; a rival's, and we re-read to find it committed.
   state_ = winner_.offset == claimed_slot_ ? State::kCommit : State::kHelped;
   return Outcome::kPosted;

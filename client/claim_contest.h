@@ -37,8 +37,8 @@ class ClaimContest {
     kPosted,              // A round was added: call OnRound when it has completed.
     kReread,              // Read the buckets afresh, then Decide.
     kBucketsRead,         // The round re-read the buckets too: take them, then Decide.
-    kDone,                // Our write took effect.
-    kCommittedElsewhere,  // The key has a committed slot not ours: committed().
+    kDone,                // Our write took effect (replicated: our intent stands, or did).
+    kCommittedElsewhere,  // The key has a committed slot (or an intent) not ours: committed().
     kIndexFull,           // Neither bucket has a slot the key may claim.
   };
 
@@ -59,6 +59,8 @@ class ClaimContest {
 
   // After kCommittedElsewhere: the key's committed slot.
   const BucketSnapshot::SlotSeen& committed() const { return committed_; }
+  // After kDone: the slot our claim took.
+  uint64_t claimed_slot() const { return claimed_slot_; }
   // Whether a claim CAS of ours was ever posted: our block may then be
   // named by a rival's stale view, and must wait out the grace period.
   bool ever_claimed() const { return !claimed_before_.empty(); }
@@ -78,6 +80,11 @@ class ClaimContest {
 
   Outcome Claim(OpRounds& rounds);
   Outcome OnKill(OpRounds& rounds);
+  // What a claim decided becomes: committed, or in a replicated region an
+  // intent that the caller copies to the backups before it commits.
+  uint64_t Published(uint64_t committed) const {
+    return s_->replicas() > 1 ? layout::IntentOf(committed) : committed;
+  }
   Words& words() { return *words_.As<Words>(); }
 
   Session* s_;

@@ -1,7 +1,9 @@
 // A session with one server's region: its queue pair, layout and heap
 // allocator on the client's shared resources, and the loop that runs
 // operations' rounds with shared doorbells.
+#include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <random>
 #include <vector>
@@ -28,17 +30,17 @@ std::atomic<uint64_t> next_region_id{1};
 
 class ClientImpl final : public Client, public client_internal::Session {
  public:
-  ClientImpl(const fabric::RemoteRegion& region, const ClientOptions& options,
+  ClientImpl(const std::vector<fabric::RemoteRegion>& regions, const ClientOptions& options,
              const client_internal::BrokenProtocol& broken,
              std::shared_ptr<ClientResources> resources)
       : resources_(std::move(resources)),
-        region_(region),
         region_id_(next_region_id.fetch_add(1)),
         options_(options),
         broken_(broken) {
     real_clock_ = !options_.clock;
     if (real_clock_) options_.clock = [] { return absl::Now(); };
     options_.max_outstanding = std::max<uint32_t>(1, options_.max_outstanding);
+    for (const fabric::RemoteRegion& r : regions) replicas_.push_back({r, nullptr, {}});
   }
 
   ~ClientImpl() override {
@@ -60,8 +62,9 @@ class ClientImpl final : public Client, public client_internal::Session {
   const ClientOptions& options() const override { return options_; }
   const client_internal::BrokenProtocol& broken() const override { return broken_; }
   absl::Time Now() const override { return options_.clock(); }
-  uint64_t Remote(uint64_t off) const override { return region_.base + off; }
-  uint32_t rkey() const override { return region_.rkey; }
+  int replicas() const override { return static_cast<int>(replicas_.size()); }
+  uint64_t Remote(int r, uint64_t off) const override { return replicas_[r].region.base + off; }
+  uint32_t rkey(int r) const override { return replicas_[r].region.rkey; }
   uint64_t region_id() const override { return region_id_; }
   uint32_t lkey() const override { return resources_->lkey(); }
   client_internal::ScratchArena& scratch() override { return resources_->scratch(); }
@@ -90,7 +93,9 @@ class ClientImpl final : public Client, public client_internal::Session {
   OpCosts costs(OpType type) const override { return costs_[static_cast<int>(type)]; }
   fabric::QueuePairCounters connection_counters() const override {
     fabric::QueuePairCounters c = past_counters_;
-    if (qp_ != nullptr) c += qp_->counters();
+    for (const Replica& r : replicas_) {
+      if (r.qp != nullptr) c += r.qp->counters();
+    }
     return c;
   }
 
@@ -99,6 +104,14 @@ class ClientImpl final : public Client, public client_internal::Session {
     std::unique_ptr<KvOperation> op;
     GetCallback on_get;
     DoneCallback on_done;
+    // Completions the posted round still waits for: one per replica it
+    // went to (each replica's share signals its last request).
+    uint32_t waiting = 0;
+  };
+  struct Replica {
+    fabric::RemoteRegion region;
+    std::unique_ptr<fabric::QueuePair> qp;
+    std::vector<fabric::WorkRequest> batch;  // What one Poll posts; kept for its capacity.
   };
 
   void Submit(OpType type, absl::string_view key, absl::string_view value, GetCallback on_get,
@@ -133,8 +146,17 @@ class ClientImpl final : public Client, public client_internal::Session {
   // back to the region's free pool, so that they outlive the client.
   absl::Status ReleaseFreeBlocks();
   absl::Status PushFreeBlocks(uint8_t size_class, const std::vector<uint64_t>& blocks);
-  // Posts `wrs` (the last one signaled) and waits for their completion.
-  absl::Status RunSync(std::vector<fabric::WorkRequest> wrs);
+  // Posts `wrs` (the last one signaled) to a replica's queue pair and
+  // waits for their completion.
+  absl::Status RunSync(std::vector<fabric::WorkRequest> wrs, int replica = 0);
+  // Reads a replica's region header.
+  absl::StatusOr<layout::Layout> ReadLayout(int replica);
+  // Posts every ready round, each replica's share under one doorbell;
+  // false when a post failed (and everything active was failed).
+  bool PostRounds(size_t* finished);
+  // Steps the operations whose rounds `cs` complete; false when one is an
+  // error (and everything active was failed).
+  bool TakeCompletions(absl::Span<const fabric::Completion> cs, size_t* finished);
   // Fails every active operation and drops the queue pair; returns how many.
   size_t FailActive(const absl::Status& status);
   // Fails every operation not yet started; returns how many.
@@ -143,12 +165,11 @@ class ClientImpl final : public Client, public client_internal::Session {
 
   // First: destroyed last, after the queue pair that writes its memory.
   const std::shared_ptr<ClientResources> resources_;
-  const fabric::RemoteRegion region_;
   const uint64_t region_id_;
   ClientOptions options_;
   const client_internal::BrokenProtocol broken_;
   bool real_clock_ = false;
-  std::unique_ptr<fabric::QueuePair> qp_;
+  std::vector<Replica> replicas_;  // The primary first; queue pairs all or none.
   layout::Layout layout_;
   std::unique_ptr<client_internal::HeapAllocator> heap_;
 
@@ -166,8 +187,6 @@ class ClientImpl final : public Client, public client_internal::Session {
   // max_outstanding, the most a client runs at once (a burst queued beyond
   // that is let go as it finishes).
   std::vector<std::unique_ptr<KvOperation>> idle_ops_;
-  // The requests one Poll posts; kept for its capacity.
-  std::vector<fabric::WorkRequest> batch_;
   Rng rng_{0};
   OpCosts costs_[kOpTypes];
   fabric::QueuePairCounters past_counters_;  // Of connections replaced.
@@ -179,35 +198,57 @@ absl::Status ClientImpl::Reconnect() {
   qo.max_send_wr = std::max<uint32_t>(
       512, options_.max_outstanding * KvOperation::kMaxRoundRequests);
   qo.channel = resources_->channel();
-  RKV_ASSIGN_OR_RETURN(std::unique_ptr<fabric::QueuePair> qp,
-                       resources_->fabric().Connect(region_.endpoint, qo));
-  if (qp->limits().max_send_wr < qo.max_send_wr) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the fabric grants a send queue of ", qp->limits().max_send_wr, " requests; ",
-        options_.max_outstanding, " operations in flight need ", qo.max_send_wr,
-        " (lower max_outstanding)"));
+  std::vector<std::unique_ptr<fabric::QueuePair>> qps;
+  for (const Replica& r : replicas_) {
+    RKV_ASSIGN_OR_RETURN(std::unique_ptr<fabric::QueuePair> qp,
+                         resources_->fabric().Connect(r.region.endpoint, qo));
+    if (qp->limits().max_send_wr < qo.max_send_wr) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the fabric grants a send queue of ", qp->limits().max_send_wr, " requests; ",
+          options_.max_outstanding, " operations in flight need ", qo.max_send_wr,
+          " (lower max_outstanding)"));
+    }
+    qps.push_back(std::move(qp));
   }
-  qp_ = std::move(qp);
+  for (size_t i = 0; i < replicas_.size(); ++i) replicas_[i].qp = std::move(qps[i]);
   return absl::OkStatus();
 }
 
-absl::Status ClientImpl::Init() {
-  rng_ = Rng(options_.seed != 0 ? options_.seed : std::random_device()());
-  RKV_RETURN_IF_ERROR(Reconnect());
-  // Read the region header: it says where the index and the heap are.
+absl::StatusOr<layout::Layout> ClientImpl::ReadLayout(int replica) {
   const uint32_t n = layout::HeaderOffsets::kChecksum + 4;
   uint8_t* header = scratch().Allocate(n);
   if (header == nullptr) return absl::ResourceExhaustedError("scratch memory");
-  absl::Status read = RunSync({fabric::WorkRequest::Read(0, header, n, lkey(), region_.base,
-                                                         region_.rkey)});
+  const fabric::RemoteRegion& region = replicas_[replica].region;
+  absl::Status read = RunSync(
+      {fabric::WorkRequest::Read(0, header, n, lkey(), region.base, region.rkey)}, replica);
   absl::StatusOr<layout::Layout> parsed =
       read.ok() ? layout::ParseHeader(absl::string_view(reinterpret_cast<char*>(header), n),
-                                      region_.length)
+                                      region.length)
                 : absl::UnavailableError(absl::StrCat("reading the region header: ",
                                                       read.message()));
   scratch().Free(header);
-  if (!parsed.ok()) return parsed.status();
-  layout_ = *parsed;
+  return parsed;
+}
+
+absl::Status ClientImpl::Init() {
+  if (replicas_.empty() || replicas_.size() > client_internal::kMaxReplicas) {
+    return absl::InvalidArgumentError(absl::StrCat("a region has 1 to ",
+                                                   client_internal::kMaxReplicas,
+                                                   " replicas, not ", replicas_.size()));
+  }
+  rng_ = Rng(options_.seed != 0 ? options_.seed : std::random_device()());
+  RKV_RETURN_IF_ERROR(Reconnect());
+  // The region header says where the index and the heap are; replicas are
+  // mirrors, so every one must say the same.
+  RKV_ASSIGN_OR_RETURN(layout_, ReadLayout(0));
+  for (int r = 1; r < replicas(); ++r) {
+    RKV_ASSIGN_OR_RETURN(const layout::Layout other, ReadLayout(r));
+    if (!layout::SameGeometry(layout_, other)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "replica ", r, " (", replicas_[r].region.endpoint.address,
+          ") has another region geometry than the primary's"));
+    }
+  }
   heap_ = std::make_unique<client_internal::HeapAllocator>(layout_, options_.heap_chunk_bytes,
                                                            options_.grace_period);
   active_.resize(options_.max_outstanding);
@@ -216,12 +257,13 @@ absl::Status ClientImpl::Init() {
   return absl::OkStatus();
 }
 
-absl::Status ClientImpl::RunSync(std::vector<fabric::WorkRequest> wrs) {
+absl::Status ClientImpl::RunSync(std::vector<fabric::WorkRequest> wrs, int replica) {
+  fabric::QueuePair& qp = *replicas_[replica].qp;
   for (fabric::WorkRequest& wr : wrs) wr.flags = 0;
   wrs.back().flags = fabric::kSignaled;
-  RKV_RETURN_IF_ERROR(qp_->Post(wrs));
+  RKV_RETURN_IF_ERROR(qp.Post(wrs));
   fabric::Completion c;
-  if (qp_->Wait({&c, 1}, absl::Seconds(10)) != 1) {
+  if (qp.Wait({&c, 1}, absl::Seconds(10)) != 1) {
     return absl::DeadlineExceededError("no completion from the server in 10 s");
   }
   if (c.status != fabric::CompletionStatus::kSuccess) {
@@ -231,7 +273,9 @@ absl::Status ClientImpl::RunSync(std::vector<fabric::WorkRequest> wrs) {
 }
 
 absl::Status ClientImpl::ReleaseFreeBlocks() {
-  if (qp_ == nullptr || heap_ == nullptr || in_flight() > 0) return absl::OkStatus();
+  if (replicas_.empty() || replicas_[0].qp == nullptr || heap_ == nullptr || in_flight() > 0) {
+    return absl::OkStatus();
+  }
   std::array<std::vector<uint64_t>, 256> blocks;
   heap_->TakeFree(Now(), &blocks);
   // Blocks still within their grace period may yet be read by a slow
@@ -273,19 +317,19 @@ absl::Status ClientImpl::PushFreeBlocks(uint8_t size_class, const std::vector<ui
       layout::EncodeFreeNode(nodes[i + k], size_class, bufs + k * node_bytes);
       wrs.push_back(fabric::WorkRequest::Write(0, bufs + k * node_bytes,
                                                static_cast<uint32_t>(node_bytes), lkey(),
-                                               Remote(node_offsets[i + k]), rkey()));
+                                               Remote(0, node_offsets[i + k]), rkey(0)));
     }
     status = RunSync(std::move(wrs));
   }
   // Then link the last node to the current head and swing the head to the
   // first node; a lost race re-links and tries again.
-  const uint64_t head_at = Remote(layout::FreePoolHeadOffset(size_class));
+  const uint64_t head_at = Remote(0, layout::FreePoolHeadOffset(size_class));
   for (int attempt = 0; status.ok(); ++attempt) {
     if (attempt == 100) {
       status = absl::UnavailableError("too much contention on the free pool");
       break;
     }
-    status = RunSync({fabric::WorkRequest::Read(0, word, 8, lkey(), head_at, rkey())});
+    status = RunSync({fabric::WorkRequest::Read(0, word, 8, lkey(), head_at, rkey(0))});
     if (!status.ok()) break;
     const uint64_t head = *word;
     const layout::FreePoolHead h = layout::FreePoolHead::Decode(head);
@@ -293,8 +337,8 @@ absl::Status ClientImpl::PushFreeBlocks(uint8_t size_class, const std::vector<ui
     layout::EncodeFreeNode(nodes.back(), size_class, bufs);
     status = RunSync(
         {fabric::WorkRequest::Write(0, bufs, static_cast<uint32_t>(node_bytes), lkey(),
-                                    Remote(node_offsets.back()), rkey()),
-         fabric::WorkRequest::Cas(0, word, lkey(), head_at, rkey(), head,
+                                    Remote(0, node_offsets.back()), rkey(0)),
+         fabric::WorkRequest::Cas(0, word, lkey(), head_at, rkey(0), head,
                                   layout::FreePoolHead{static_cast<uint16_t>(h.tag + 1),
                                                        node_offsets.front()}
                                       .Encode())});
@@ -346,7 +390,7 @@ size_t ClientImpl::FailActive(const absl::Status& status) {
   size_t failed = 0;
   for (Pending& p : active_) {
     if (p.op == nullptr) continue;
-    p.op->round().clear();
+    p.op->round().Clear();
     Pending done = std::move(p);
     p = Pending{};
     active_count_--;
@@ -355,7 +399,7 @@ size_t ClientImpl::FailActive(const absl::Status& status) {
   }
   writing_.clear();
   past_counters_ = connection_counters();
-  qp_.reset();
+  for (Replica& r : replicas_) r.qp.reset();
   return failed;
 }
 
@@ -418,21 +462,11 @@ void ClientImpl::StartWaiting() {
   }
 }
 
-size_t ClientImpl::Poll(absl::Duration timeout) {
-  size_t finished = 0;
-  if (qp_ == nullptr) {
-    if (absl::Status s = Reconnect(); !s.ok()) {
-      // Whatever the fabric's reason, for an operation the server is
-      // unreachable: never a code such as NotFound that a key could mean.
-      s = absl::UnavailableError(absl::StrCat("connecting to the server: ", s.message()));
-      return FailQueued(s);
-    }
-  }
-  StartWaiting();
-  // One doorbell for every round that is ready; each round signals only
-  // its last request (a queue pair completes in order).
-  std::vector<fabric::WorkRequest>& batch = batch_;
-  batch.clear();
+bool ClientImpl::PostRounds(size_t* finished) {
+  // One doorbell per replica for every round that is ready; each round's
+  // share of a replica signals only its last request (a queue pair
+  // completes in order).
+  for (Replica& r : replicas_) r.batch.clear();
   const absl::Time now = Now();
   for (size_t i = 0; i < active_.size(); ++i) {
     Pending& p = active_[i];
@@ -441,49 +475,93 @@ size_t ClientImpl::Poll(absl::Duration timeout) {
       Complete(p);
       p = Pending{};
       active_count_--;
-      finished++;
+      (*finished)++;
       continue;
     }
-    auto& round = p.op->round();
+    client_internal::OpRounds& round = p.op->round();
     if (round.empty()) continue;
-    RKV_CHECK(round.size() <= KvOperation::kMaxRoundRequests) << round.size() << " requests";
+    const std::vector<fabric::WorkRequest>& wrs = round.requests();
+    RKV_CHECK(wrs.size() <= KvOperation::kMaxRoundRequests) << wrs.size() << " requests";
     p.op->OnPosted(now);
-    for (size_t k = 0; k < round.size(); ++k) {
-      fabric::WorkRequest wr = round[k];
+    size_t last[client_internal::kMaxReplicas];
+    std::fill(std::begin(last), std::end(last), SIZE_MAX);
+    for (size_t k = 0; k < wrs.size(); ++k) {
+      const int r = round.targets()[k];
+      fabric::WorkRequest wr = wrs[k];
       wr.wr_id = (uint64_t{i} << 32) | k;
-      // Only the round's last request signals; other flags stay as set.
-      wr.flags &= ~fabric::kSignaled;
-      if (k + 1 == round.size()) wr.flags |= fabric::kSignaled;
-      batch.push_back(wr);
+      wr.flags &= ~fabric::kSignaled;  // Other flags stay as set.
+      last[r] = replicas_[r].batch.size();
+      replicas_[r].batch.push_back(wr);
     }
-    round.clear();
+    for (int r = 0; r < replicas(); ++r) {
+      if (last[r] == SIZE_MAX) continue;
+      replicas_[r].batch[last[r]].flags |= fabric::kSignaled;
+      p.waiting++;
+    }
+    round.Clear();
   }
-  if (!batch.empty()) {
-    if (absl::Status s = qp_->Post(batch); !s.ok()) {
-      return finished +
-             FailActive(absl::UnavailableError(absl::StrCat("posting to the server: ", s.message())));
+  for (Replica& r : replicas_) {
+    if (r.batch.empty()) continue;
+    if (absl::Status s = r.qp->Post(r.batch); !s.ok()) {
+      *finished += FailActive(absl::UnavailableError(absl::StrCat("posting to the server: ",
+                                                                  s.message())));
+      return false;
     }
   }
-  if (active_count_ == 0) return finished;
-  fabric::Completion cs[64];
-  size_t n = qp_->Poll(absl::MakeSpan(cs));
-  if (n == 0 && finished == 0 && timeout > absl::ZeroDuration()) {
-    n = qp_->Wait(absl::MakeSpan(cs), timeout);
-  }
-  for (size_t k = 0; k < n; ++k) {
-    if (cs[k].status != fabric::CompletionStatus::kSuccess) {
-      return finished + FailActive(absl::UnavailableError(absl::StrCat(
-                            "connection to the server failed: ",
-                            fabric::CompletionStatusName(cs[k].status))));
+  return true;
+}
+
+bool ClientImpl::TakeCompletions(absl::Span<const fabric::Completion> cs, size_t* finished) {
+  for (const fabric::Completion& c : cs) {
+    if (c.status != fabric::CompletionStatus::kSuccess) {
+      *finished += FailActive(absl::UnavailableError(absl::StrCat(
+          "connection to the server failed: ", fabric::CompletionStatusName(c.status))));
+      return false;
     }
-    Pending& p = active_[cs[k].wr_id >> 32];
-    if (p.op == nullptr) continue;
+    Pending& p = active_[c.wr_id >> 32];
+    if (p.op == nullptr || --p.waiting > 0) continue;
     p.op->Step();
     if (p.op->finished()) {
       Complete(p);
       p = Pending{};
       active_count_--;
-      finished++;
+      (*finished)++;
+    }
+  }
+  return true;
+}
+
+size_t ClientImpl::Poll(absl::Duration timeout) {
+  size_t finished = 0;
+  if (replicas_[0].qp == nullptr) {
+    if (absl::Status s = Reconnect(); !s.ok()) {
+      // Whatever the fabric's reason, for an operation the server is
+      // unreachable: never a code such as NotFound that a key could mean.
+      s = absl::UnavailableError(absl::StrCat("connecting to the server: ", s.message()));
+      for (Replica& r : replicas_) r.qp.reset();
+      return FailQueued(s);
+    }
+  }
+  StartWaiting();
+  if (!PostRounds(&finished) || active_count_ == 0) return finished;
+  fabric::Completion cs[64];
+  size_t got = 0;
+  for (Replica& r : replicas_) {
+    const size_t n = r.qp->Poll(absl::MakeSpan(cs));
+    got += n;
+    if (!TakeCompletions({cs, n}, &finished)) return finished;
+  }
+  if (got == 0 && finished == 0 && timeout > absl::ZeroDuration()) {
+    if (replicas_.size() == 1) {
+      const size_t n = replicas_[0].qp->Wait(absl::MakeSpan(cs), timeout);
+      TakeCompletions({cs, n}, &finished);
+    } else {
+      // Every replica's queue pair notifies the one channel.
+      resources_->channel()->Wait(timeout);
+      for (Replica& r : replicas_) {
+        const size_t n = r.qp->Poll(absl::MakeSpan(cs));
+        if (!TakeCompletions({cs, n}, &finished)) return finished;
+      }
     }
   }
   return finished;
@@ -507,7 +585,13 @@ absl::StatusOr<std::unique_ptr<Client>> client_internal::OpenBroken(
 absl::StatusOr<std::unique_ptr<Client>> client_internal::OpenSession(
     const fabric::RemoteRegion& region, const ClientOptions& options,
     const BrokenProtocol& broken, std::shared_ptr<ClientResources> resources) {
-  auto client = std::make_unique<ClientImpl>(region, options, broken, std::move(resources));
+  return OpenReplicatedSession({region}, options, broken, std::move(resources));
+}
+
+absl::StatusOr<std::unique_ptr<Client>> client_internal::OpenReplicatedSession(
+    const std::vector<fabric::RemoteRegion>& replicas, const ClientOptions& options,
+    const BrokenProtocol& broken, std::shared_ptr<ClientResources> resources) {
+  auto client = std::make_unique<ClientImpl>(replicas, options, broken, std::move(resources));
   RKV_RETURN_IF_ERROR(client->Init());
   return std::unique_ptr<Client>(std::move(client));
 }

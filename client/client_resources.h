@@ -49,6 +49,12 @@ absl::StatusOr<std::unique_ptr<Client>> OpenSession(const fabric::RemoteRegion& 
                                                     const ClientOptions& options,
                                                     const BrokenProtocol& broken,
                                                     std::shared_ptr<ClientResources> resources);
+// The same for a region kept in several mirrored copies (Session::replicas),
+// the primary first: one queue pair per copy, all on the resources'
+// completion channel, and each round's share of a copy under one doorbell.
+absl::StatusOr<std::unique_ptr<Client>> OpenReplicatedSession(
+    const std::vector<fabric::RemoteRegion>& replicas, const ClientOptions& options,
+    const BrokenProtocol& broken, std::shared_ptr<ClientResources> resources);
 
 }  // namespace rkv::client_internal
 

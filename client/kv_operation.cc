@@ -11,7 +11,7 @@ namespace rkv::client_internal {
 using SlotSeen = BucketSnapshot::SlotSeen;
 
 KvOperation::KvOperation(Session& session) : s_(session), rounds_(session) {
-  rounds_.requests().reserve(kMaxRoundRequests);
+  rounds_.Reserve(kMaxRoundRequests);
 }
 
 void KvOperation::Reset(OpType type, absl::string_view key, absl::string_view value) {
@@ -32,13 +32,14 @@ void KvOperation::Reset(OpType type, absl::string_view key, absl::string_view va
 
 void KvOperation::Clear() {
   // The parts name key_: they go before it may change.
+  sync_.reset();
   contest_.reset();
   reservation_.reset();
   swap_.reset();
   cached_read_.reset();
   snapshot_.reset();
   block_.Reset();
-  rounds_.requests().clear();
+  rounds_.Clear();
   result_.clear();
   status_ = absl::OkStatus();
   if (value_.capacity() > kKeptValueBytes) std::string().swap(value_);
@@ -48,7 +49,7 @@ void KvOperation::Finish(absl::Status status) {
   if (absl::IsUnavailable(status) && posted_cas()) status = WithUnknownOutcome(std::move(status));
   status_ = std::move(status);
   finished_ = true;
-  rounds_.requests().clear();
+  rounds_.Clear();
 }
 
 void KvOperation::Step() {
@@ -61,6 +62,8 @@ void KvOperation::Step() {
     case State::kContest: return OnContest(contest_->OnRound(rounds_));
     case State::kSwap: return OnSwap(/*count_retry=*/true);
     case State::kCachedSwap: return OnSwap(/*count_retry=*/false);
+    case State::kSync: return OnSync(sync_->OnRound(rounds_));
+    case State::kHelp: return OnHelp(sync_->OnRound(rounds_));
   }
 }
 
@@ -92,6 +95,10 @@ bool KvOperation::TakeParts() {
     swap_ = SlotSwap::Create(s_, key_);
     ok &= swap_.has_value();
   }
+  if (replicated() && ok) {
+    sync_ = ReplicaSync::Create(s_);
+    ok &= sync_.has_value();
+  }
   if (write_ && ok) {
     size_class_ = layout::ClassFor(layout::BlockBytes(key_.size(), value_.size()));
     block_ = ScratchBuffer::Allocate(s_.scratch(), layout::ClassBytes(size_class_));
@@ -104,6 +111,7 @@ bool KvOperation::TakeParts() {
     reservation_.reset();
     block_.Reset();
     swap_.reset();
+    sync_.reset();
     snapshot_.reset();
   }
   return ok;
@@ -151,7 +159,7 @@ void KvOperation::DecideGet() {
 
 void KvOperation::StartDelete() {
   if (const CachedSlot* cached = FreshCachedSlot(); cached != nullptr) {
-    swap_->Post(rounds_, cached->slot_offset, cached->word, 0);
+    PostSwap(cached->slot_offset, cached->word, 0);
     state_ = State::kCachedSwap;
     return;
   }
@@ -160,7 +168,7 @@ void KvOperation::StartDelete() {
 
 void KvOperation::DecideDelete() {
   if (const SlotSeen* s = snapshot_->FindCommitted(); s != nullptr) {
-    swap_->Post(rounds_, s->offset, s->word, 0);
+    PostSwap(s->offset, s->word, 0);
     state_ = State::kSwap;
     return;
   }
@@ -190,11 +198,15 @@ void KvOperation::WriteBlock(uint64_t block) {
       layout::Slot{snapshot_->placement().fingerprint, size_class_, block, false}.Encode();
   snapshot_->SetOwnBlock(my_committed_);
   contest_->SetWord(my_committed_);
-  rounds_.AddWrite(block, block_.data(), static_cast<uint32_t>(layout::ClassBytes(size_class_)));
+  // On every replica, at the same offset (they are mirrors).
+  for (int r = 0; r < s_.replicas(); ++r) {
+    rounds_.AddWrite(block, block_.data(), static_cast<uint32_t>(layout::ClassBytes(size_class_)),
+                     r);
+  }
   if (type_ == OpType::kPut) {
     if (const CachedSlot* cached = FreshCachedSlot(); cached != nullptr) {
       // The block lands before the CAS that publishes it: same queue pair.
-      swap_->Post(rounds_, cached->slot_offset, cached->word, my_committed_);
+      PostSwap(cached->slot_offset, cached->word, my_committed_);
       state_ = State::kCachedSwap;
       return;
     }
@@ -211,16 +223,22 @@ void KvOperation::OnContest(ClaimContest::Outcome outcome) {
       return;
     case ClaimContest::Outcome::kReread: return ReadBuckets();
     case ClaimContest::Outcome::kBucketsRead: return OnBuckets();
-    case ClaimContest::Outcome::kDone: return Finish(absl::OkStatus());
+    case ClaimContest::Outcome::kDone:
+      if (replicated()) {
+        swap_synced_ = false;
+        return StartSync(contest_->claimed_slot(), layout::IntentOf(my_committed_), 0);
+      }
+      return Finish(absl::OkStatus());
     case ClaimContest::Outcome::kCommittedElsewhere: {
       const SlotSeen& committed = contest_->committed();
+      if (layout::IsIntent(committed.word)) return Help(committed);
       if (type_ == OpType::kInsert) {
         s_.cache().Put(key_, s_.region_id(),
                        {committed.offset, committed.word, snapshot_->observed_at()});
         FreeMyBlock();
         return Finish(absl::AlreadyExistsError("key already exists"));
       }
-      swap_->Post(rounds_, committed.offset, committed.word, my_committed_);
+      PostSwap(committed.offset, committed.word, my_committed_);
       state_ = State::kSwap;
       return;
     }
@@ -271,6 +289,9 @@ void KvOperation::OnBlocks() {
 }
 
 void KvOperation::Decide() {
+  if (replicated()) {
+    if (const SlotSeen* intent = snapshot_->FindIntent(); intent != nullptr) return Help(*intent);
+  }
   switch (type_) {
     case OpType::kGet: return DecideGet();
     case OpType::kDelete: return DecideDelete();
@@ -280,12 +301,66 @@ void KvOperation::Decide() {
 }
 
 void KvOperation::OnSwap(bool count_retry) {
-  if (swap_->OnRound(rounds_)) return Finish(absl::OkStatus());
+  if (swap_->OnRound(rounds_)) {
+    if (!replicated()) return Finish(absl::OkStatus());
+    swap_synced_ = true;
+    state_ = State::kSync;
+    return OnSync(sync_->OnIntent(rounds_));
+  }
   if (count_retry && !rounds_.Retry()) {
     return Finish(absl::UnavailableError("too much contention on the key"));
   }
   // For a PUT the block is written already; it stays ours.
   ReadBuckets();
+}
+
+// ---- Replicated regions ---------------------------------------------------
+
+void KvOperation::PostSwap(uint64_t slot, uint64_t expected, uint64_t desired) {
+  swap_->Post(rounds_, slot, expected, desired);
+  if (replicated()) sync_->PostTentative(rounds_, slot, expected, swap_->intent());
+}
+
+void KvOperation::StartSync(uint64_t slot, uint64_t intent, uint64_t replaced) {
+  state_ = State::kSync;
+  OnSync(sync_->StartOwner(rounds_, slot, intent, replaced));
+}
+
+void KvOperation::OnSync(ReplicaSync::Outcome outcome) {
+  switch (outcome) {
+    case ReplicaSync::Outcome::kPosted:
+      return;
+    case ReplicaSync::Outcome::kDone:
+      // Committed, by us or by a helper: every backup holds the new word,
+      // and none names the replaced block any more.
+      if (swap_synced_) swap_->FreeReplaced();
+      // Only a committed word may be cached: a CAS expects what it names.
+      if (const uint64_t target = layout::IntentTarget(sync_->intent()); target != 0) {
+        s_.cache().Put(key_, s_.region_id(), {sync_->slot(), target, rounds_.posted_at()});
+      }
+      return Finish(absl::OkStatus());
+    case ReplicaSync::Outcome::kFailed:
+      return Finish(sync_->status());
+  }
+}
+
+void KvOperation::Help(const SlotSeen& intent) {
+  state_ = State::kHelp;
+  OnHelp(sync_->StartHelper(rounds_, intent.offset, intent.word));
+}
+
+void KvOperation::OnHelp(ReplicaSync::Outcome outcome) {
+  switch (outcome) {
+    case ReplicaSync::Outcome::kPosted:
+      return;
+    case ReplicaSync::Outcome::kDone:
+      if (!rounds_.Retry()) {
+        return Finish(absl::UnavailableError("too much contention on the key"));
+      }
+      return ReadBuckets();
+    case ReplicaSync::Outcome::kFailed:
+      return Finish(sync_->status());
+  }
 }
 
 }  // namespace rkv::client_internal

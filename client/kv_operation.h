@@ -37,6 +37,7 @@
 #include "client/claim_contest.h"
 #include "client/heap_reservation.h"
 #include "client/op_rounds.h"
+#include "client/replica_sync.h"
 #include "client/scratch_buffer.h"
 #include "client/session.h"
 #include "client/slot_swap.h"
@@ -81,7 +82,7 @@ class KvOperation {
   std::string& result() { return result_; }
 
   // The requests of the next round; the client posts and clears them.
-  std::vector<fabric::WorkRequest>& round() { return rounds_.requests(); }
+  OpRounds& round() { return rounds_; }
   void OnPosted(absl::Time at) { rounds_.OnPosted(at); }
 
   const OpCosts& costs() const { return rounds_.costs(); }
@@ -93,7 +94,11 @@ class KvOperation {
 
  private:
   // Which part's round is in flight.
-  enum class State { kStart, kCachedGet, kReserve, kBuckets, kBlocks, kContest, kSwap, kCachedSwap };
+  enum class State {
+    kStart, kCachedGet, kReserve, kBuckets, kBlocks, kContest, kSwap, kCachedSwap,
+    kSync,  // Replicated: our intent, being copied to the backups.
+    kHelp,  // Replicated: someone's intent on the key, finished before we go on.
+  };
 
   void Start();
   // Takes the parts' scratch memory; false when the arena is short.
@@ -121,6 +126,16 @@ class KvOperation {
   void Decide();
   // After a swap: done, or read again (a failed cached swap costs no retry).
   void OnSwap(bool count_retry);
+  // Replicated regions: our intent (installed by the swap, or by the claim
+  // contest for an insert) goes to the backups and is committed; an intent
+  // found on the key is finished first, then the key read again.
+  bool replicated() const { return s_.replicas() > 1; }
+  // The swap's CAS (replicated: its intent, and the backups' tentative CASes).
+  void PostSwap(uint64_t slot, uint64_t expected, uint64_t desired);
+  void StartSync(uint64_t slot, uint64_t intent, uint64_t replaced);
+  void OnSync(ReplicaSync::Outcome outcome);
+  void Help(const BucketSnapshot::SlotSeen& intent);
+  void OnHelp(ReplicaSync::Outcome outcome);
   // A cached slot young enough to CAS from.
   const CachedSlot* FreshCachedSlot() const;
 
@@ -141,6 +156,8 @@ class KvOperation {
   std::optional<SlotSwap> swap_;
   std::optional<HeapReservation> reservation_;
   std::optional<ClaimContest> contest_;
+  std::optional<ReplicaSync> sync_;  // Replicated regions only.
+  bool swap_synced_ = false;         // The intent being synced is the swap's.
 
   // Writes: our block and the committed slot word that names it.
   uint8_t size_class_ = 0;

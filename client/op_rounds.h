@@ -26,15 +26,28 @@ class OpRounds {
   // Starts afresh for another operation; the request list keeps its capacity.
   void Reset();
 
-  // Request builders; `local` must lie in scratch memory.
-  void AddRead(uint64_t region_offset, void* local, uint32_t len);
-  void AddWrite(uint64_t region_offset, const void* local, uint32_t len);
-  void AddCas(uint64_t region_offset, uint64_t* result, uint64_t expected, uint64_t desired);
-  void AddFaa(uint64_t region_offset, uint64_t* result, uint64_t add);
+  // Request builders, to the primary unless `replica` says otherwise;
+  // `local` must lie in scratch memory.
+  void AddRead(uint64_t region_offset, void* local, uint32_t len, int replica = 0);
+  void AddWrite(uint64_t region_offset, const void* local, uint32_t len, int replica = 0);
+  void AddCas(uint64_t region_offset, uint64_t* result, uint64_t expected, uint64_t desired,
+              int replica = 0);
+  void AddFaa(uint64_t region_offset, uint64_t* result, uint64_t add, int replica = 0);
 
-  // The requests of the round being built; the client posts and clears them.
-  std::vector<fabric::WorkRequest>& requests() { return requests_; }
+  // The requests of the round being built, and the replica each goes to;
+  // the client posts and clears them (Clear()).
+  const std::vector<fabric::WorkRequest>& requests() const { return requests_; }
+  const std::vector<uint8_t>& targets() const { return targets_; }
   bool empty() const { return requests_.empty(); }
+  void Clear() {
+    requests_.clear();
+    targets_.clear();
+  }
+  // Room for `n` requests, so that building a round allocates nothing.
+  void Reserve(size_t n) {
+    requests_.reserve(n);
+    targets_.reserve(n);
+  }
   // The round being built was posted at `at`.
   void OnPosted(absl::Time at);
   // When the last round was posted: what it read is at least this old.
@@ -48,7 +61,10 @@ class OpRounds {
 
  private:
   Session& s_;
+  void Add(const fabric::WorkRequest& wr, int replica);
+
   std::vector<fabric::WorkRequest> requests_;
+  std::vector<uint8_t> targets_;
   absl::Time posted_at_;
   bool posted_cas_ = false;
   OpCosts costs_;

@@ -17,6 +17,9 @@
 
 namespace rkv::client_internal {
 
+// The most copies a region may have.
+inline constexpr int kMaxReplicas = 8;
+
 class Session {
  public:
   virtual ~Session() = default;
@@ -24,9 +27,13 @@ class Session {
   virtual const ClientOptions& options() const = 0;
   virtual const BrokenProtocol& broken() const = 0;
   virtual absl::Time Now() const = 0;
-  // The remote address of a region offset.
-  virtual uint64_t Remote(uint64_t region_offset) const = 0;
-  virtual uint32_t rkey() const = 0;
+  // The copies of the region an operation reaches, the primary first:
+  // mirrored regions of one geometry, where an offset names the same slot
+  // or block in each. 1 for a region that is not replicated.
+  virtual int replicas() const = 0;
+  // The remote address of a region offset in a replica, and its rkey.
+  virtual uint64_t Remote(int replica, uint64_t region_offset) const = 0;
+  virtual uint32_t rkey(int replica) const = 0;
   // Names the region this session reaches, unique in the process: the
   // slot cache's entries belong to one region each.
   virtual uint64_t region_id() const = 0;

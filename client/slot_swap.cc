@@ -14,7 +14,15 @@ void SlotSwap::Post(OpRounds& rounds, uint64_t slot_offset, uint64_t expected, u
   slot_offset_ = slot_offset;
   expected_ = expected;
   desired_ = desired;
-  rounds.AddCas(slot_offset, result_.As<uint64_t>(), expected, desired);
+  posted_ = s_->replicas() == 1 ? desired
+            : desired != 0     ? layout::IntentOf(desired)
+                               : layout::DeleteIntentOf(expected);
+  rounds.AddCas(slot_offset, result_.As<uint64_t>(), expected, posted_);
+}
+
+void SlotSwap::FreeReplaced() {
+  const layout::Slot old = layout::Slot::Decode(expected_);
+  s_->heap().Free(old.offset, old.size_class, s_->Now());
 }
 
 bool SlotSwap::OnRound(const OpRounds& rounds) {
@@ -22,8 +30,15 @@ bool SlotSwap::OnRound(const OpRounds& rounds) {
     s_->cache().Erase(key_);
     return false;
   }
-  const layout::Slot old = layout::Slot::Decode(expected_);
-  s_->heap().Free(old.offset, old.size_class, s_->Now());
+  if (s_->replicas() > 1) {
+    // The new word is not committed until the caller's ReplicaSync is
+    // done; until then no CAS may expect it (a backup may hold it already,
+    // and a CAS that lands there while the primary's intent stands would
+    // go unseen by the intent's finisher), so the cache learns it then.
+    s_->cache().Erase(key_);
+    return true;
+  }
+  FreeReplaced();
   if (desired_ == 0) {
     s_->cache().Erase(key_);
   } else {

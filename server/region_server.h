@@ -63,6 +63,10 @@ class RegionServer {
   // Writes the region file back to disk (msync); no-op without a file.
   absl::Status Flush();
 
+  // The region's bytes, for tests that inspect or stage its state. Peers
+  // change them concurrently: access words with std::atomic_ref.
+  uint8_t* MemoryForTesting() const { return memory_; }
+
  private:
   RegionServer() = default;
   absl::Status MapFile(const RegionServerOptions& options);

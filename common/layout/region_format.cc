@@ -141,7 +141,7 @@ Slot Slot::Decode(uint64_t word) {
   Slot s;
   s.fingerprint = static_cast<uint8_t>(word >> 56);
   s.size_class = static_cast<uint8_t>(word >> 48);
-  s.offset = word & kOffsetMask & ~(kPendingBit | kKilledBit);
+  s.offset = word & kOffsetMask & ~kStateBits;
   s.pending = (word & kPendingBit) != 0;
   return s;
 }

@@ -66,6 +66,13 @@ struct Layout {
   uint64_t group_offset(uint64_t g) const { return index_offset + g * kGroupBytes; }
 };
 
+// Whether two regions place every slot and block at the same offsets, as
+// the replicas of one region must (their generations may differ).
+inline bool SameGeometry(const Layout& a, const Layout& b) {
+  return a.region_bytes == b.region_bytes && a.index_offset == b.index_offset &&
+         a.groups == b.groups && a.heap_offset == b.heap_offset && a.heap_bytes == b.heap_bytes;
+}
+
 // Lays out a region of `region_bytes`, giving the index `index_share` of it
 // (the rest, after the header, is heap). InvalidArgument if either part
 // would be empty.
@@ -85,13 +92,24 @@ absl::StatusOr<Layout> ParseHeader(absl::string_view header, uint64_t region_byt
 
 // ---- Slots ---------------------------------------------------------------
 // fingerprint (8) | size class (8) | block offset from region base (48).
-// Blocks are 64-byte aligned, so the offset's two low bits are free; they
-// carry the state of an insert's claim:
-//   committed   ...00  the key's value; the only state readers trust
-//   pending     ...01  claimed by an insert, not yet decided
-//   killed      ...11  a pending claim that lost to a rival; its owner
-//                      clears it (so that it can tell "killed" from
-//                      "committed, then changed by others")
+// Blocks are 64-byte aligned, so the offset's low bits are free; the three
+// lowest carry the slot's state:
+//   committed      ...000  the key's value; the only state readers trust
+//   pending        ...001  claimed by an insert, not yet decided
+//   killed         ...011  a pending claim that lost to a rival; its owner
+//                          clears it (so that it can tell "killed" from
+//                          "committed, then changed by others")
+// and, on the primary of a replicated region:
+//   intent         ...010  the word is being copied to the backups; it
+//                          becomes committed once every backup holds it
+//   delete intent  ...110  the backups' slots are being emptied; the slot
+//                          then becomes empty
+// A backup's slot holds zero (never used), a committed word, or a
+// tombstone: a delete intent's word, left where the primary's slot became
+// empty. Backup slots never return to zero, so that a CAS from a word seen
+// there cannot find that word again later (ABA): words name blocks, which
+// are not reused within the grace period, but zero comes back after every
+// delete.
 // Zero is an empty slot.
 struct Slot {
   uint8_t fingerprint = 0;
@@ -105,12 +123,28 @@ struct Slot {
 
 inline constexpr uint64_t kPendingBit = 1;
 inline constexpr uint64_t kKilledBit = 2;
+inline constexpr uint64_t kDeleteBit = 4;
+inline constexpr uint64_t kStateBits = kPendingBit | kKilledBit | kDeleteBit;
 // The committed form of a slot word, whatever its state: the identity of
 // the block it names.
-inline uint64_t CommittedOf(uint64_t word) { return word & ~(kPendingBit | kKilledBit); }
-inline bool IsCommitted(uint64_t word) { return word != 0 && (word & (kPendingBit | kKilledBit)) == 0; }
-inline bool IsKilled(uint64_t word) { return (word & kKilledBit) != 0; }
+inline uint64_t CommittedOf(uint64_t word) { return word & ~kStateBits; }
+inline bool IsCommitted(uint64_t word) { return word != 0 && (word & kStateBits) == 0; }
+inline bool IsKilled(uint64_t word) { return (word & (kPendingBit | kKilledBit)) == (kPendingBit | kKilledBit); }
 inline uint64_t KilledOf(uint64_t word) { return CommittedOf(word) | kPendingBit | kKilledBit; }
+// Intents (replicated regions): of a committed word to be set, or to be
+// deleted; and what the slot holds once the intent is done.
+inline bool IsIntent(uint64_t word) { return (word & (kPendingBit | kKilledBit)) == kKilledBit; }
+inline uint64_t IntentOf(uint64_t committed) { return committed | kKilledBit; }
+inline uint64_t DeleteIntentOf(uint64_t committed) { return committed | kKilledBit | kDeleteBit; }
+inline uint64_t IntentTarget(uint64_t intent) {
+  return (intent & kDeleteBit) != 0 ? 0 : CommittedOf(intent);
+}
+// What a backup's slot holds once the intent is done: the committed word,
+// or for a delete the tombstone.
+inline uint64_t BackupTarget(uint64_t intent) {
+  return (intent & kDeleteBit) != 0 ? intent : CommittedOf(intent);
+}
+inline bool IsTombstone(uint64_t word) { return IsIntent(word) && (word & kDeleteBit) != 0; }
 
 // ---- Size classes ---------------------------------------------------------
 // Class c (1..255) is a block size: c * 64 bytes up to 4 KiB, then 8 steps

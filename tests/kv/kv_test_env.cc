@@ -1,5 +1,7 @@
 #include "tests/kv/kv_test_env.h"
 
+#include "absl/strings/str_cat.h"
+#include "client/client_resources.h"
 #include "common/status.h"
 #include "tests/fabric/verbs_test_setup.h"
 
@@ -15,7 +17,8 @@ std::string KvBackendName(KvBackend b) {
 }
 
 absl::StatusOr<std::unique_ptr<KvTestEnv>> KvTestEnv::Create(
-    KvBackend backend, const server::RegionServerOptions& server_options, uint64_t sim_seed) {
+    KvBackend backend, const server::RegionServerOptions& server_options, uint64_t sim_seed,
+    int replicas) {
   auto env = std::make_unique<KvTestEnv>();
   env->backend = backend;
   fabric::FabricOptions fo;
@@ -38,6 +41,13 @@ absl::StatusOr<std::unique_ptr<KvTestEnv>> KvTestEnv::Create(
     RKV_ASSIGN_OR_RETURN(env->server_fabric, fabric::OpenFabric(fo));
   }
   RKV_ASSIGN_OR_RETURN(env->server, server::RegionServer::Create(*env->server_fabric, so));
+  for (int r = 1; r < replicas; ++r) {
+    server::RegionServerOptions bo = so;
+    if (env->sim != nullptr) bo.listen_address = absl::StrCat("backup", r);
+    RKV_ASSIGN_OR_RETURN(std::unique_ptr<server::RegionServer> backup,
+                         server::RegionServer::Create(*env->server_fabric, bo));
+    env->backups.push_back(std::move(backup));
+  }
   return env;
 }
 
@@ -62,8 +72,14 @@ ClientOptions KvTestEnv::client_options() const {
   return o;
 }
 
-absl::StatusOr<std::unique_ptr<Client>> KvTestEnv::NewClient(ClientOptions options) {
-  return Client::Open(server->address(), options);
+absl::StatusOr<std::unique_ptr<Client>> KvTestEnv::NewClient(
+    ClientOptions options, const client_internal::BrokenProtocol& broken) {
+  if (backups.empty()) return client_internal::OpenBroken(server->address(), options, broken);
+  std::vector<fabric::RemoteRegion> regions = {server->address()};
+  for (const auto& b : backups) regions.push_back(b->address());
+  RKV_ASSIGN_OR_RETURN(std::shared_ptr<client_internal::ClientResources> resources,
+                       client_internal::ClientResources::Create(options));
+  return client_internal::OpenReplicatedSession(regions, options, broken, std::move(resources));
 }
 
 }  // namespace rkv::testing

@@ -6,6 +6,7 @@
 #include <ostream>
 #include <string>
 
+#include "client/testing.h"
 #include "absl/status/statusor.h"
 #include "common/fabric/sim_network.h"
 #include "rkv/client.h"
@@ -21,20 +22,27 @@ inline void PrintTo(KvBackend b, std::ostream* os) { *os << KvBackendName(b); }
 class KvTestEnv {
  public:
   // verbs: Unavailable where it cannot run here (the message says why).
+  // `replicas` > 1: that many servers of one geometry, whose regions
+  // clients use as the mirrored copies of one region (the first primary).
   static absl::StatusOr<std::unique_ptr<KvTestEnv>> Create(
       KvBackend backend, const server::RegionServerOptions& server_options = {},
-      uint64_t sim_seed = 1);
+      uint64_t sim_seed = 1, int replicas = 1);
 
   // Options for a client of this environment: its fabric, and in the
   // simulation a clock that advances with the scheduler.
   ClientOptions client_options() const;
-  absl::StatusOr<std::unique_ptr<Client>> NewClient(ClientOptions options);
+  absl::StatusOr<std::unique_ptr<Client>> NewClient(ClientOptions options,
+                                                    const client_internal::BrokenProtocol& broken);
+  absl::StatusOr<std::unique_ptr<Client>> NewClient(ClientOptions options) {
+    return NewClient(std::move(options), {});
+  }
   absl::StatusOr<std::unique_ptr<Client>> NewClient() { return NewClient(client_options()); }
 
   KvBackend backend;
   std::shared_ptr<fabric::SimNetwork> sim;
   std::unique_ptr<fabric::Fabric> server_fabric;
-  std::unique_ptr<server::RegionServer> server;
+  std::unique_ptr<server::RegionServer> server;   // The primary.
+  std::vector<std::unique_ptr<server::RegionServer>> backups;
   std::string client_rdma_device;  // kVerbs only.
 };
 

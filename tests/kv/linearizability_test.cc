@@ -26,6 +26,7 @@ struct Workload {
   int ops_per_client = 40;
   int keys = 3;
   int outstanding = 2;  // Per client.
+  int replicas = 1;     // Copies of the region (mirrored; the first is the primary).
   // Weights of get, put, insert, delete.
   int weights[4] = {4, 3, 2, 1};
 };
@@ -82,7 +83,7 @@ std::vector<lin::Operation> RunSimulated(uint64_t seed, const Workload& w,
                                          const client_internal::BrokenProtocol& broken = {},
                                          const fabric::FaultOptions& faults = {}) {
   auto env = KvTestEnv::Create(KvBackend::kSoftSim,
-                               {.region_bytes = 4 << 20, .index_share = 0.25}, seed);
+                               {.region_bytes = 4 << 20, .index_share = 0.25}, seed, w.replicas);
   EXPECT_TRUE(env.ok()) << env.status();
   std::vector<std::unique_ptr<Client>> clients;
   for (int c = 0; c < w.clients; ++c) {
@@ -96,7 +97,7 @@ std::vector<lin::Operation> RunSimulated(uint64_t seed, const Workload& w,
     };
     const auto open = [&] {
       if (faults.any()) o.fabric = fabric::InjectFaults((*env)->sim->NewFabric(), f, clock);
-      return client_internal::OpenBroken((*env)->server->address(), o, broken);
+      return (*env)->NewClient(o, broken);
     };
     // Opening reads the region header, which a fault may fail too.
     auto client = open();
@@ -252,6 +253,68 @@ TEST(LinearizabilityTest, ConcurrentClientsUnderFaultsOnTheDeterministicFabric) 
     lin::CheckResult r = lin::Check(history);
     // Many operations of unknown outcome on one key can exhaust the search:
     // such a seed proves nothing either way, and must stay rare.
+    if (r.gave_up) {
+      ++inconclusive;
+      continue;
+    }
+    ASSERT_TRUE(r.linearizable) << "seed " << seed << " (replay: RKV_LIN_SEED=" << seed << ")\n"
+                                << ShortestFailingPrefix(history);
+    ops += history.size();
+  }
+  EXPECT_GT(failed, 0) << "no fault hit an operation: the test checks nothing extra";
+  EXPECT_LE(inconclusive * 100, static_cast<int>(seeds.size())) << "over 1 % of seeds inconclusive";
+  RecordProperty("operations_checked", ops);
+  std::cout << ops << " operations checked linearizable, " << failed << " failed by faults, "
+            << inconclusive << " seeds inconclusive\n";
+}
+
+// A region in 2 or 3 mirrored copies: writes go to the primary as intents,
+// are copied to the backups and then committed; readers and writers that
+// find an intent finish it first. Without faults every operation succeeds.
+TEST(LinearizabilityTest, ConcurrentClientsOnReplicatedRegions) {
+  int ops = 0;
+  for (uint64_t seed : Seeds(150, {})) {
+    Workload w;
+    w.replicas = 2 + seed % 2;
+    w.clients = 2 + seed % 3;
+    w.keys = 1 + seed % 3;
+    w.outstanding = 1 + seed % 2;
+    w.ops_per_client = 120 / w.clients;
+    std::vector<lin::Operation> history = RunSimulated(seed, w);
+    ASSERT_EQ(history.size(), size_t(w.clients * w.ops_per_client));
+    for (const lin::Operation& op : history) {
+      ASSERT_NE(op.outcome, lin::Outcome::kUnknown) << "seed " << seed << ": an operation failed";
+    }
+    lin::CheckResult r = lin::Check(history);
+    ASSERT_TRUE(r.linearizable) << "seed " << seed << " (replay: RKV_LIN_SEED=" << seed << ")\n"
+                                << ShortestFailingPrefix(history);
+    ops += history.size();
+  }
+  RecordProperty("operations_checked", ops);
+  std::cout << ops << " operations checked linearizable\n";
+}
+
+// The same under faults: an operation that fails may leave its intent
+// half copied, for the next operation on the key to finish.
+TEST(LinearizabilityTest, ConcurrentClientsOnReplicatedRegionsUnderFaults) {
+  int ops = 0, failed = 0, inconclusive = 0;
+  fabric::FaultOptions faults;
+  faults.delay_probability = 0.05;
+  faults.max_delay = absl::Microseconds(300);
+  faults.fail_probability = 0.01;
+  faults.drop_probability = 0.002;
+  const std::vector<uint64_t> seeds = Seeds(100, {});
+  for (uint64_t seed : seeds) {
+    Workload w;
+    w.replicas = 2 + seed % 2;
+    w.clients = 2 + seed % 3;
+    w.keys = 1 + seed % 3;
+    w.outstanding = 1 + seed % 2;
+    w.ops_per_client = 100 / w.clients;
+    std::vector<lin::Operation> history = RunSimulated(seed, w, {}, faults);
+    ASSERT_EQ(history.size(), size_t(w.clients * w.ops_per_client)) << "seed " << seed;
+    for (const lin::Operation& op : history) failed += op.outcome == lin::Outcome::kUnknown;
+    lin::CheckResult r = lin::Check(history);
     if (r.gave_up) {
       ++inconclusive;
       continue;

@@ -56,14 +56,14 @@ absl::Status PartTestSession::RunRequests(std::vector<WorkRequest> wrs) {
 
 absl::Status PartTestSession::Run(OpRounds& rounds) {
   rounds.OnPosted(Now());
-  std::vector<WorkRequest> wrs = std::move(rounds.requests());
-  rounds.requests().clear();
+  std::vector<WorkRequest> wrs = rounds.requests();
+  rounds.Clear();
   return RunRequests(std::move(wrs));
 }
 
 absl::StatusOr<uint64_t> PartTestSession::ReadWord(uint64_t offset) {
   uint8_t* buf = arena_->Allocate(8);
-  absl::Status s = RunRequests({WorkRequest::Read(0, buf, 8, lkey(), Remote(offset), rkey())});
+  absl::Status s = RunRequests({WorkRequest::Read(0, buf, 8, lkey(), Remote(0, offset), rkey(0))});
   uint64_t word;
   std::memcpy(&word, buf, 8);
   arena_->Free(buf);
@@ -79,7 +79,7 @@ absl::Status PartTestSession::WriteBytes(uint64_t offset, absl::string_view byte
   uint8_t* buf = arena_->Allocate(bytes.size());
   std::memcpy(buf, bytes.data(), bytes.size());
   absl::Status s = RunRequests({WorkRequest::Write(0, buf, static_cast<uint32_t>(bytes.size()),
-                                                   lkey(), Remote(offset), rkey())});
+                                                   lkey(), Remote(0, offset), rkey(0))});
   arena_->Free(buf);
   return s;
 }

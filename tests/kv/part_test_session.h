@@ -32,8 +32,9 @@ class PartTestSession final : public client_internal::Session {
   const ClientOptions& options() const override { return options_; }
   const client_internal::BrokenProtocol& broken() const override { return broken_; }
   absl::Time Now() const override;
-  uint64_t Remote(uint64_t off) const override { return region_.base + off; }
-  uint32_t rkey() const override { return region_.rkey; }
+  int replicas() const override { return 1; }
+  uint64_t Remote(int, uint64_t off) const override { return region_.base + off; }
+  uint32_t rkey(int) const override { return region_.rkey; }
   uint64_t region_id() const override { return 1; }
   uint32_t lkey() const override { return registered_->lkey(); }
   client_internal::ScratchArena& scratch() override { return *arena_; }

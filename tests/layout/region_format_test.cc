@@ -30,9 +30,25 @@ TEST(SlotTest, RoundTripsEveryState) {
       EXPECT_FALSE(IsCommitted(killed));
       EXPECT_EQ(CommittedOf(killed), CommittedOf(word));
       EXPECT_EQ(Slot::Decode(killed).offset, offset);
+      // Intents (replicated regions) name the block too, are neither
+      // committed, pending nor killed, and say what the slot becomes.
+      const uint64_t committed = CommittedOf(word);
+      for (const uint64_t intent : {IntentOf(committed), DeleteIntentOf(committed)}) {
+        EXPECT_TRUE(IsIntent(intent));
+        EXPECT_FALSE(IsCommitted(intent));
+        EXPECT_FALSE(IsKilled(intent));
+        EXPECT_FALSE(Slot::Decode(intent).pending);
+        EXPECT_EQ(CommittedOf(intent), committed);
+        EXPECT_EQ(Slot::Decode(intent).offset, offset);
+      }
+      EXPECT_EQ(IntentTarget(IntentOf(committed)), committed);
+      EXPECT_EQ(IntentTarget(DeleteIntentOf(committed)), 0u);
+      EXPECT_FALSE(IsIntent(word));
+      EXPECT_FALSE(IsIntent(killed));
     }
   }
   EXPECT_FALSE(IsCommitted(0));
+  EXPECT_FALSE(IsIntent(0));
 }
 
 TEST(SizeClassTest, ClassesGrowAndCoverTheLargestBlock) {
