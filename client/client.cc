@@ -107,6 +107,9 @@ class ClientImpl final : public Client, public client_internal::Session {
     // Completions the posted round still waits for: one per replica it
     // went to (each replica's share signals its last request).
     uint32_t waiting = 0;
+    // The operation is done and its callback has run; what is in flight is
+    // its tail (KvOperation::has_tail), and the slot is free once it lands.
+    bool tail = false;
   };
   struct Replica {
     fabric::RemoteRegion region;
@@ -138,7 +141,14 @@ class ClientImpl final : public Client, public client_internal::Session {
     return p.op->type() != OpType::kGet && writing_.contains(p.op->key());
   }
 
+  // Accounts for `p`'s operation and runs its callback; the operation is
+  // recycled unless it has a tail to post.
   void Complete(Pending& p);
+  // Adds the round of active operation `i` to the replicas' batches.
+  void AppendRound(size_t i, Pending& p);
+  // Posts the replicas' batches; false when a post failed (and everything
+  // active was failed).
+  bool PostBatches(size_t* finished);
   // Runs `p`'s callback with `status`, marked as of unknown outcome if the
   // operation had posted a CAS.
   static void Finish(Pending& p, absl::Status status);
@@ -362,11 +372,15 @@ void ClientImpl::Complete(Pending& p) {
   c.requests += op.costs().requests;
   c.bytes += op.costs().bytes;
   c.retries += op.costs().retries;
-  GetCallback on_get = std::move(p.on_get);
-  DoneCallback on_done = std::move(p.on_done);
+  GetCallback on_get = std::exchange(p.on_get, nullptr);
+  DoneCallback on_done = std::exchange(p.on_done, nullptr);
   absl::Status status = op.status();
   std::string result = std::move(op.result());
-  Recycle(std::move(p.op));  // Frees its scratch memory before the callback runs.
+  if (op.has_tail()) {
+    p.tail = true;  // Its scratch memory holds the tail's results.
+  } else {
+    Recycle(std::move(p.op));  // Frees its scratch memory before the callback runs.
+  }
   if (on_get) {
     if (status.ok()) {
       on_get(std::move(result));
@@ -394,6 +408,7 @@ size_t ClientImpl::FailActive(const absl::Status& status) {
     Pending done = std::move(p);
     p = Pending{};
     active_count_--;
+    if (done.tail) continue;  // Its callback has run.
     Finish(done, status);
     failed++;
   }
@@ -462,15 +477,48 @@ void ClientImpl::StartWaiting() {
   }
 }
 
+void ClientImpl::AppendRound(size_t i, Pending& p) {
+  // Each replica's share of the round signals only its last request (a
+  // queue pair completes in order).
+  client_internal::OpRounds& round = p.op->round();
+  const std::vector<fabric::WorkRequest>& wrs = round.requests();
+  RKV_CHECK(wrs.size() <= KvOperation::kMaxRoundRequests) << wrs.size() << " requests";
+  size_t last[client_internal::kMaxReplicas];
+  std::fill(std::begin(last), std::end(last), SIZE_MAX);
+  for (size_t k = 0; k < wrs.size(); ++k) {
+    const int r = round.targets()[k];
+    fabric::WorkRequest wr = wrs[k];
+    wr.wr_id = (uint64_t{i} << 32) | k;
+    wr.flags &= ~fabric::kSignaled;  // Other flags stay as set.
+    last[r] = replicas_[r].batch.size();
+    replicas_[r].batch.push_back(wr);
+  }
+  for (int r = 0; r < replicas(); ++r) {
+    if (last[r] == SIZE_MAX) continue;
+    replicas_[r].batch[last[r]].flags |= fabric::kSignaled;
+    p.waiting++;
+  }
+  round.Clear();
+}
+
+bool ClientImpl::PostBatches(size_t* finished) {
+  absl::Status posted;
+  for (Replica& r : replicas_) {
+    if (!r.batch.empty() && posted.ok()) posted = r.qp->Post(r.batch);
+    r.batch.clear();
+  }
+  if (posted.ok()) return true;
+  *finished += FailActive(
+      absl::UnavailableError(absl::StrCat("posting to the server: ", posted.message())));
+  return false;
+}
+
 bool ClientImpl::PostRounds(size_t* finished) {
-  // One doorbell per replica for every round that is ready; each round's
-  // share of a replica signals only its last request (a queue pair
-  // completes in order).
-  for (Replica& r : replicas_) r.batch.clear();
+  // One doorbell per replica for every round that is ready.
   const absl::Time now = Now();
   for (size_t i = 0; i < active_.size(); ++i) {
     Pending& p = active_[i];
-    if (p.op == nullptr) continue;
+    if (p.op == nullptr || p.tail) continue;
     if (p.op->finished()) {
       Complete(p);
       p = Pending{};
@@ -478,37 +526,11 @@ bool ClientImpl::PostRounds(size_t* finished) {
       (*finished)++;
       continue;
     }
-    client_internal::OpRounds& round = p.op->round();
-    if (round.empty()) continue;
-    const std::vector<fabric::WorkRequest>& wrs = round.requests();
-    RKV_CHECK(wrs.size() <= KvOperation::kMaxRoundRequests) << wrs.size() << " requests";
+    if (p.op->round().empty()) continue;
     p.op->OnPosted(now);
-    size_t last[client_internal::kMaxReplicas];
-    std::fill(std::begin(last), std::end(last), SIZE_MAX);
-    for (size_t k = 0; k < wrs.size(); ++k) {
-      const int r = round.targets()[k];
-      fabric::WorkRequest wr = wrs[k];
-      wr.wr_id = (uint64_t{i} << 32) | k;
-      wr.flags &= ~fabric::kSignaled;  // Other flags stay as set.
-      last[r] = replicas_[r].batch.size();
-      replicas_[r].batch.push_back(wr);
-    }
-    for (int r = 0; r < replicas(); ++r) {
-      if (last[r] == SIZE_MAX) continue;
-      replicas_[r].batch[last[r]].flags |= fabric::kSignaled;
-      p.waiting++;
-    }
-    round.Clear();
+    AppendRound(i, p);
   }
-  for (Replica& r : replicas_) {
-    if (r.batch.empty()) continue;
-    if (absl::Status s = r.qp->Post(r.batch); !s.ok()) {
-      *finished += FailActive(absl::UnavailableError(absl::StrCat("posting to the server: ",
-                                                                  s.message())));
-      return false;
-    }
-  }
-  return true;
+  return PostBatches(finished);
 }
 
 bool ClientImpl::TakeCompletions(absl::Span<const fabric::Completion> cs, size_t* finished) {
@@ -518,15 +540,28 @@ bool ClientImpl::TakeCompletions(absl::Span<const fabric::Completion> cs, size_t
           "connection to the server failed: ", fabric::CompletionStatusName(c.status))));
       return false;
     }
-    Pending& p = active_[c.wr_id >> 32];
+    const size_t i = c.wr_id >> 32;
+    Pending& p = active_[i];
     if (p.op == nullptr || --p.waiting > 0) continue;
-    p.op->Step();
-    if (p.op->finished()) {
-      Complete(p);
+    if (p.tail) {  // The tail landed: the slot is free.
+      Recycle(std::move(p.op));
       p = Pending{};
       active_count_--;
-      (*finished)++;
+      continue;
     }
+    p.op->Step();
+    if (!p.op->finished()) continue;
+    (*finished)++;
+    Complete(p);
+    if (!p.tail) {
+      p = Pending{};
+      active_count_--;
+      continue;
+    }
+    // The tail goes out now, ahead of anything this client posts later:
+    // a later write of the key expects the word it commits.
+    AppendRound(i, p);
+    if (!PostBatches(finished)) return false;
   }
   return true;
 }

@@ -330,15 +330,20 @@ void KvOperation::OnSync(ReplicaSync::Outcome outcome) {
   switch (outcome) {
     case ReplicaSync::Outcome::kPosted:
       return;
-    case ReplicaSync::Outcome::kDone:
-      // Committed, by us or by a helper: every backup holds the new word,
-      // and none names the replaced block any more.
+    case ReplicaSync::Outcome::kDone:       // Committed by a helper.
+    case ReplicaSync::Outcome::kCommitted: {  // Our commit is the round left.
+      // Every backup holds the new word, and none names the replaced block.
       if (swap_synced_) swap_->FreeReplaced();
-      // Only a committed word may be cached: a CAS expects what it names.
+      // A cached word is one a CAS may expect. Ours is committed, or its
+      // commit goes out ahead of anything later this client posts to the
+      // primary.
       if (const uint64_t target = layout::IntentTarget(sync_->intent()); target != 0) {
         s_.cache().Put(key_, s_.region_id(), {sync_->slot(), target, rounds_.posted_at()});
       }
-      return Finish(absl::OkStatus());
+      status_ = absl::OkStatus();
+      finished_ = true;  // Keeps the round: the commit is our tail.
+      return;
+    }
     case ReplicaSync::Outcome::kFailed:
       return Finish(sync_->status());
   }
@@ -353,6 +358,7 @@ void KvOperation::OnHelp(ReplicaSync::Outcome outcome) {
   switch (outcome) {
     case ReplicaSync::Outcome::kPosted:
       return;
+    case ReplicaSync::Outcome::kCommitted:  // An owner's only; a helper waits.
     case ReplicaSync::Outcome::kDone:
       if (!rounds_.Retry()) {
         return Finish(absl::UnavailableError("too much contention on the key"));

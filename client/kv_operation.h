@@ -91,6 +91,10 @@ class KvOperation {
 
   // Ends the operation with `status`, posting nothing more.
   void Finish(absl::Status status);
+  // A finished operation may leave a last round to post, whose completion
+  // nobody waits for (replicated: the commit of an intent already on every
+  // copy); the client posts it after running the callback.
+  bool has_tail() const { return finished_ && !rounds_.empty(); }
 
  private:
   // Which part's round is in flight.

@@ -18,7 +18,7 @@ ReplicaSync::Outcome ReplicaSync::StartOwner(OpRounds& rounds, uint64_t slot, ui
   intent_ = intent;
   target_ = layout::BackupTarget(intent);
   copy_block_ = false;
-  committed_by_us_ = false;
+  owner_ = true;
   status_ = absl::OkStatus();
   for (int r = 1; r < s_->replicas(); ++r) expected_[r] = replaced;
   return Copy(rounds);
@@ -35,7 +35,7 @@ void ReplicaSync::PostTentative(OpRounds& rounds, uint64_t slot, uint64_t replac
 
 ReplicaSync::Outcome ReplicaSync::OnIntent(OpRounds& rounds) {
   copy_block_ = false;
-  committed_by_us_ = false;
+  owner_ = true;
   status_ = absl::OkStatus();
   bool all = true;
   for (int r = 1; r < s_->replicas(); ++r) {
@@ -58,7 +58,7 @@ ReplicaSync::Outcome ReplicaSync::StartHelper(OpRounds& rounds, uint64_t slot,
   intent_ = intent;
   target_ = layout::BackupTarget(intent);
   copy_block_ = !layout::IsTombstone(target_);
-  committed_by_us_ = false;
+  owner_ = false;
   status_ = absl::OkStatus();
   for (int r = 1; r < s_->replicas(); ++r) rounds.AddRead(slot_, &seen()[r], 8, r);
   if (copy_block_) {
@@ -101,8 +101,7 @@ ReplicaSync::Outcome ReplicaSync::OnRound(OpRounds& rounds) {
       // still stands now, after what we saw there.
       return Confirm(rounds);
     }
-    case State::kCommit:
-      committed_by_us_ = *commit() == intent_;
+    case State::kCommit:  // Ours or not: the intent is done.
       return Outcome::kDone;
   }
   return Outcome::kDone;
@@ -133,7 +132,7 @@ ReplicaSync::Outcome ReplicaSync::Copy(OpRounds& rounds) {
 ReplicaSync::Outcome ReplicaSync::Commit(OpRounds& rounds) {
   rounds.AddCas(slot_, commit(), intent_, layout::IntentTarget(intent_));
   state_ = State::kCommit;
-  return Outcome::kPosted;
+  return owner_ ? Outcome::kCommitted : Outcome::kPosted;
 }
 
 ReplicaSync::Outcome ReplicaSync::Fail(absl::Status status) {

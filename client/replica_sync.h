@@ -31,9 +31,14 @@ class ReplicaSync {
   static std::optional<ReplicaSync> Create(Session& session);
 
   enum class Outcome {
-    kPosted,  // A round is posted: call OnRound when it completes.
-    kDone,    // The intent is committed (by us or by someone else).
-    kFailed,  // Out of retries, or out of scratch memory: see status().
+    kPosted,     // A round is posted: call OnRound when it completes.
+    kDone,       // The intent is committed (by us or by someone else).
+    kCommitted,  // The owner's: every backup holds the target, and the
+                 // commit CAS is in the round, for the caller to post
+                 // without waiting for it (the write is durable already;
+                 // should the CAS not land, the next operation on the key
+                 // finishes the intent).
+    kFailed,     // Out of retries, or out of scratch memory: see status().
   };
 
   // The owner, right after its CAS installed `intent` in `slot` in place
@@ -58,8 +63,6 @@ class ReplicaSync {
   // The intent being finished, and its slot.
   uint64_t intent() const { return intent_; }
   uint64_t slot() const { return slot_; }
-  // Whether the commit that ended the intent was ours.
-  bool committed_by_us() const { return committed_by_us_; }
   const absl::Status& status() const { return status_; }
 
  private:
@@ -87,8 +90,8 @@ class ReplicaSync {
   uint64_t replaced_ = 0;  // The tentative CASes' expected word.
   uint64_t intent_ = 0;
   uint64_t target_ = 0;  // What the backups' slots become (layout::BackupTarget).
+  bool owner_ = false;   // Commits without waiting (kCommitted).
   bool copy_block_ = false;
-  bool committed_by_us_ = false;
   State state_ = State::kObserve;
   absl::Status status_;
 };
