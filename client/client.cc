@@ -544,6 +544,7 @@ bool ClientImpl::TakeCompletions(absl::Span<const fabric::Completion> cs, size_t
     Pending& p = active_[i];
     if (p.op == nullptr || --p.waiting > 0) continue;
     if (p.tail) {  // The tail landed: the slot is free.
+      p.op->OnTailLanded();
       Recycle(std::move(p.op));
       p = Pending{};
       active_count_--;

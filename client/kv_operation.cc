@@ -310,6 +310,15 @@ void KvOperation::OnSwap(bool count_retry) {
   if (count_retry && !rounds_.Retry()) {
     return Finish(absl::UnavailableError("too much contention on the key"));
   }
+  if (replicated() && my_block_ != 0) {
+    // Our word may sit on a backup as a tentative one, about to be copied
+    // over by a finisher whose CAS expects it. Published again in the same
+    // slot (our next try, an update or an insert), it would meet that late
+    // CAS and be undone (ABA): the next try takes a new block, a new word.
+    s_.heap().Free(my_block_, size_class_, s_.Now());
+    my_block_ = 0;
+    return OnReserved(reservation_->Start(rounds_));
+  }
   // For a PUT the block is written already; it stays ours.
   ReadBuckets();
 }
@@ -330,22 +339,28 @@ void KvOperation::OnSync(ReplicaSync::Outcome outcome) {
   switch (outcome) {
     case ReplicaSync::Outcome::kPosted:
       return;
-    case ReplicaSync::Outcome::kDone:       // Committed by a helper.
-    case ReplicaSync::Outcome::kCommitted: {  // Our commit is the round left.
+    case ReplicaSync::Outcome::kDone:  // Committed by a helper.
       // Every backup holds the new word, and none names the replaced block.
       if (swap_synced_) swap_->FreeReplaced();
-      // A cached word is one a CAS may expect. Ours is committed, or its
-      // commit goes out ahead of anything later this client posts to the
-      // primary.
-      if (const uint64_t target = layout::IntentTarget(sync_->intent()); target != 0) {
-        s_.cache().Put(key_, s_.region_id(), {sync_->slot(), target, rounds_.posted_at()});
-      }
+      OnTailLanded();
+      return Finish(absl::OkStatus());
+    case ReplicaSync::Outcome::kCommitted:  // Our commit is the round left.
+      if (swap_synced_) swap_->FreeReplaced();
       status_ = absl::OkStatus();
       finished_ = true;  // Keeps the round: the commit is our tail.
       return;
-    }
     case ReplicaSync::Outcome::kFailed:
       return Finish(sync_->status());
+  }
+}
+
+void KvOperation::OnTailLanded() {
+  // A cached word is one a later CAS will expect, so it must be committed
+  // by then: a tentative CAS from a word whose intent still stands may land
+  // on a backup, where that intent's finisher, copying over what it finds,
+  // undoes it unseen (a delete then left its key's old word on a backup).
+  if (const uint64_t target = layout::IntentTarget(sync_->intent()); target != 0) {
+    s_.cache().Put(key_, s_.region_id(), {sync_->slot(), target, rounds_.posted_at()});
   }
 }
 

@@ -95,6 +95,8 @@ class KvOperation {
   // nobody waits for (replicated: the commit of an intent already on every
   // copy); the client posts it after running the callback.
   bool has_tail() const { return finished_ && !rounds_.empty(); }
+  // The tail completed (replicated: the intent is committed).
+  void OnTailLanded();
 
  private:
   // Which part's round is in flight.

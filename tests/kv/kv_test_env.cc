@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/client_resources.h"
 #include "common/status.h"
+#include "server/replica_takeover.h"
 #include "tests/fabric/verbs_test_setup.h"
 
 namespace rkv::testing {
@@ -49,6 +50,15 @@ absl::StatusOr<std::unique_ptr<KvTestEnv>> KvTestEnv::Create(
     env->backups.push_back(std::move(backup));
   }
   return env;
+}
+
+absl::Status KvTestEnv::FailOver() {
+  if (backups.empty()) return absl::FailedPreconditionError("no backup to take over");
+  server = std::move(backups.front());
+  backups.erase(backups.begin());
+  std::vector<uint8_t*> copies = {server->MemoryForTesting()};
+  for (const auto& b : backups) copies.push_back(b->MemoryForTesting());
+  return server::TakeOver(copies, server->layout()).status();
 }
 
 ClientOptions KvTestEnv::client_options() const {

@@ -41,6 +41,11 @@ class KvTestEnv {
   KvBackend backend;
   std::shared_ptr<fabric::SimNetwork> sim;
   std::unique_ptr<fabric::Fabric> server_fabric;
+  // Replicated: the primary is lost with its memory, and the first backup
+  // takes over (server/replica_takeover.h). Clients must be closed first
+  // (as new rkeys would shut them out) and opened again after.
+  absl::Status FailOver();
+
   std::unique_ptr<server::RegionServer> server;   // The primary.
   std::vector<std::unique_ptr<server::RegionServer>> backups;
   std::string client_rdma_device;  // kVerbs only.

@@ -176,6 +176,10 @@ TEST_P(ReplicatedClientTest, ClientsRacingOnFewKeysLeaveIdenticalCopies) {
       c->Poll(absl::Milliseconds(1));
     }
   }
+  // Callbacks have run; commits sent without waiting may still be out.
+  for (auto& c : clients) {
+    while (c->in_flight() > 0) c->Poll(absl::Milliseconds(1));
+  }
   EXPECT_GT(ExpectMirrors(), 0);
 }
 
