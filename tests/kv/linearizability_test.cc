@@ -215,60 +215,41 @@ std::vector<uint64_t> Seeds(uint64_t quick, std::vector<uint64_t> found_bugs) {
   return seeds;
 }
 
-TEST(LinearizabilityTest, ConcurrentClientsOnTheDeterministicFabric) {
-  int ops = 0;
-  // 12975: a claim withdrawn and made again in the same slot with the same
-  // block let a rival's stale commit take it (two committed slots).
-  for (uint64_t seed : Seeds(150, {12975})) {
-    // Vary the shape with the seed: more clients, fewer keys, deeper
-    // queues; at most 8 operations in flight, which the checker searches
-    // exhaustively in well under a second.
-    Workload w;
-    w.clients = 2 + seed % 3;
-    w.keys = 1 + seed % 3;
-    w.outstanding = 1 + seed % 2;
-    w.ops_per_client = 120 / w.clients;
-    std::vector<lin::Operation> history = RunSimulated(seed, w);
-    ASSERT_EQ(history.size(), size_t(w.clients * w.ops_per_client));
-    for (const lin::Operation& op : history) {
-      ASSERT_NE(op.outcome, lin::Outcome::kUnknown) << "seed " << seed << ": an operation failed";
-    }
-    lin::CheckResult r = lin::Check(history);
-    ASSERT_TRUE(r.linearizable) << "seed " << seed << " (replay: RKV_LIN_SEED=" << seed << ")\n"
-                                << ShortestFailingPrefix(history);
-    ops += history.size();
-  }
-  RecordProperty("operations_checked", ops);
-  std::cout << ops << " operations checked linearizable\n";
-}
+// One search over seeds, each a workload shaped by its seed: more clients,
+// fewer keys, deeper queues; at most 8 operations in flight, which the
+// checker searches exhaustively in well under a second.
+struct Search {
+  uint64_t quick_seeds = 150;
+  std::vector<uint64_t> found_bugs;  // Seeds that once found a bug.
+  int total_ops = 120;               // Per seed, over all clients.
+  bool replicated = false;           // 2 or 3 copies, by seed.
+  bool failover = false;             // Workload::failover.
+  fabric::FaultOptions faults;       // None: every operation must succeed.
+};
 
-// The same under injected faults: requests delayed, failed with unknown
-// outcome (perhaps executed at the target), connections dropped. An
-// operation that fails may or may not have taken effect, and the checker
-// allows both; everything that succeeded must still be linearizable.
-TEST(LinearizabilityTest, ConcurrentClientsUnderFaultsOnTheDeterministicFabric) {
+void CheckSeeds(const Search& search) {
+  const bool may_fail = search.faults.any() || search.failover;
   int ops = 0, failed = 0, inconclusive = 0;
-  fabric::FaultOptions faults;
-  faults.delay_probability = 0.05;
-  faults.max_delay = absl::Microseconds(300);
-  faults.fail_probability = 0.01;
-  faults.drop_probability = 0.002;
-  // 3857: two slots naming one block shifted a GET's block reads, and it
-  // returned another write's value.
-  const std::vector<uint64_t> seeds = Seeds(100, {3857});
+  const std::vector<uint64_t> seeds = Seeds(search.quick_seeds, search.found_bugs);
   for (uint64_t seed : seeds) {
     Workload w;
+    w.replicas = search.replicated ? 2 + seed % 2 : 1;
+    w.failover = search.failover;
     w.clients = 2 + seed % 3;
     w.keys = 1 + seed % 3;
     w.outstanding = 1 + seed % 2;
-    w.ops_per_client = 100 / w.clients;
-    std::vector<lin::Operation> history = RunSimulated(seed, w, {}, faults);
+    w.ops_per_client = search.total_ops / w.clients;
+    std::vector<lin::Operation> history = RunSimulated(seed, w, {}, search.faults);
     ASSERT_EQ(history.size(), size_t(w.clients * w.ops_per_client)) << "seed " << seed;
-    for (const lin::Operation& op : history) failed += op.outcome == lin::Outcome::kUnknown;
+    for (const lin::Operation& op : history) {
+      ASSERT_TRUE(may_fail || op.outcome != lin::Outcome::kUnknown)
+          << "seed " << seed << ": an operation failed";
+      failed += op.outcome == lin::Outcome::kUnknown;
+    }
     lin::CheckResult r = lin::Check(history);
     // Many operations of unknown outcome on one key can exhaust the search:
     // such a seed proves nothing either way, and must stay rare.
-    if (r.gave_up) {
+    if (r.gave_up && may_fail) {
       ++inconclusive;
       continue;
     }
@@ -276,130 +257,78 @@ TEST(LinearizabilityTest, ConcurrentClientsUnderFaultsOnTheDeterministicFabric) 
                                 << ShortestFailingPrefix(history);
     ops += history.size();
   }
-  EXPECT_GT(failed, 0) << "no fault hit an operation: the test checks nothing extra";
-  EXPECT_LE(inconclusive * 100, static_cast<int>(seeds.size())) << "over 1 % of seeds inconclusive";
-  RecordProperty("operations_checked", ops);
-  std::cout << ops << " operations checked linearizable, " << failed << " failed by faults, "
+  if (may_fail) {
+    EXPECT_GT(failed, 0) << "nothing failed any operation: the test checks nothing extra";
+    EXPECT_LE(inconclusive * 100, static_cast<int>(seeds.size()))
+        << "over 1 % of seeds inconclusive";
+  }
+  ::testing::Test::RecordProperty("operations_checked", ops);
+  std::cout << ops << " operations checked linearizable, " << failed << " failed, "
             << inconclusive << " seeds inconclusive\n";
+}
+
+// Requests delayed, failed with unknown outcome (perhaps executed at the
+// target), connections dropped.
+fabric::FaultOptions SomeFaults() {
+  fabric::FaultOptions faults;
+  faults.delay_probability = 0.05;
+  faults.max_delay = absl::Microseconds(300);
+  faults.fail_probability = 0.01;
+  faults.drop_probability = 0.002;
+  return faults;
+}
+
+TEST(LinearizabilityTest, ConcurrentClientsOnTheDeterministicFabric) {
+  // 12975: a claim withdrawn and made again in the same slot with the same
+  // block let a rival's stale commit take it (two committed slots).
+  CheckSeeds({.found_bugs = {12975}});
+}
+
+// The same under injected faults. An operation that fails may or may not
+// have taken effect, and the checker allows both; everything that
+// succeeded must still be linearizable.
+TEST(LinearizabilityTest, ConcurrentClientsUnderFaultsOnTheDeterministicFabric) {
+  // 3857: two slots naming one block shifted a GET's block reads, and it
+  // returned another write's value.
+  CheckSeeds({.quick_seeds = 100, .found_bugs = {3857}, .total_ops = 100, .faults = SomeFaults()});
 }
 
 // A region in 2 or 3 mirrored copies: writes go to the primary as intents,
 // are copied to the backups and then committed; readers and writers that
-// find an intent finish it first. Without faults every operation succeeds.
+// find an intent finish it first.
 TEST(LinearizabilityTest, ConcurrentClientsOnReplicatedRegions) {
-  int ops = 0;
-  for (uint64_t seed : Seeds(150, {})) {
-    Workload w;
-    w.replicas = 2 + seed % 2;
-    w.clients = 2 + seed % 3;
-    w.keys = 1 + seed % 3;
-    w.outstanding = 1 + seed % 2;
-    w.ops_per_client = 120 / w.clients;
-    std::vector<lin::Operation> history = RunSimulated(seed, w);
-    ASSERT_EQ(history.size(), size_t(w.clients * w.ops_per_client));
-    for (const lin::Operation& op : history) {
-      ASSERT_NE(op.outcome, lin::Outcome::kUnknown) << "seed " << seed << ": an operation failed";
-    }
-    lin::CheckResult r = lin::Check(history);
-    ASSERT_TRUE(r.linearizable) << "seed " << seed << " (replay: RKV_LIN_SEED=" << seed << ")\n"
-                                << ShortestFailingPrefix(history);
-    ops += history.size();
-  }
-  RecordProperty("operations_checked", ops);
-  std::cout << ops << " operations checked linearizable\n";
+  CheckSeeds({.replicated = true});
+}
+
+// The same under faults: an operation that fails may leave its intent
+// half copied, for the next operation on the key to finish.
+TEST(LinearizabilityTest, ConcurrentClientsOnReplicatedRegionsUnderFaults) {
+  CheckSeeds({.quick_seeds = 100, .total_ops = 100, .replicated = true, .faults = SomeFaults()});
 }
 
 // Losing the primary with its memory half way through, with 2 or 3 copies
 // (the takeover: server/replica_takeover.h): every write acknowledged
 // before is still there, a read that saw a write sees it or later after,
 // and what failed may have taken effect or not.
-void CheckFailover(uint64_t quick_seeds, const std::vector<uint64_t>& found_bugs,
-                   const fabric::FaultOptions& faults) {
-  int ops = 0, failed = 0, inconclusive = 0;
-  const std::vector<uint64_t> seeds = Seeds(quick_seeds, found_bugs);
-  for (uint64_t seed : seeds) {
-    Workload w;
-    w.replicas = 2 + seed % 2;
-    w.failover = true;
-    w.clients = 2 + seed % 3;
-    w.keys = 1 + seed % 3;
-    w.outstanding = 1 + seed % 2;
-    w.ops_per_client = 120 / w.clients;
-    std::vector<lin::Operation> history = RunSimulated(seed, w, {}, faults);
-    ASSERT_EQ(history.size(), size_t(w.clients * w.ops_per_client)) << "seed " << seed;
-    for (const lin::Operation& op : history) failed += op.outcome == lin::Outcome::kUnknown;
-    lin::CheckResult r = lin::Check(history);
-    if (r.gave_up) {
-      ++inconclusive;
-      continue;
-    }
-    ASSERT_TRUE(r.linearizable) << "seed " << seed << " (replay: RKV_LIN_SEED=" << seed << ")\n"
-                                << ShortestFailingPrefix(history);
-    ops += history.size();
-  }
-  EXPECT_GT(failed, 0) << "the failover failed no operation: it hit nothing in flight";
-  EXPECT_LE(inconclusive * 100, static_cast<int>(seeds.size())) << "over 1 % of seeds inconclusive";
-  ::testing::Test::RecordProperty("operations_checked", ops);
-  std::cout << ops << " operations checked linearizable across losing the primary, " << failed
-            << " failed, " << inconclusive << " seeds inconclusive\n";
-}
-
 TEST(LinearizabilityTest, ReplicatedRegionsSurviveLosingThePrimary) {
   // 504: found a build that acknowledged a write before every copy held it.
-  CheckFailover(150, {504}, {});
+  CheckSeeds({.found_bugs = {504}, .replicated = true, .failover = true});
 }
 
 // The same with faults before and after: failed writes leave intents and
 // tentative words behind, which the takeover settles one way or the other.
 TEST(LinearizabilityTest, ReplicatedRegionsSurviveLosingThePrimaryUnderFaults) {
-  fabric::FaultOptions faults;
-  faults.delay_probability = 0.05;
-  faults.max_delay = absl::Microseconds(300);
-  faults.fail_probability = 0.01;
-  faults.drop_probability = 0.002;
   // 40: a write's word was cached as soon as its commit was posted; a
   // delete from the same client sent a tentative CAS from it that landed on
   // a backup before the commit did, a finisher of the write's intent copied
   // over it unseen, and the deleted value came back at the takeover.
   // 995: a write retried with the same block after its intent lost, and a
   // late copy that expected its first, tentative word undid the second.
-  CheckFailover(100, {40, 995}, faults);
-}
-
-// The same under faults: an operation that fails may leave its intent
-// half copied, for the next operation on the key to finish.
-TEST(LinearizabilityTest, ConcurrentClientsOnReplicatedRegionsUnderFaults) {
-  int ops = 0, failed = 0, inconclusive = 0;
-  fabric::FaultOptions faults;
-  faults.delay_probability = 0.05;
-  faults.max_delay = absl::Microseconds(300);
-  faults.fail_probability = 0.01;
-  faults.drop_probability = 0.002;
-  const std::vector<uint64_t> seeds = Seeds(100, {});
-  for (uint64_t seed : seeds) {
-    Workload w;
-    w.replicas = 2 + seed % 2;
-    w.clients = 2 + seed % 3;
-    w.keys = 1 + seed % 3;
-    w.outstanding = 1 + seed % 2;
-    w.ops_per_client = 100 / w.clients;
-    std::vector<lin::Operation> history = RunSimulated(seed, w, {}, faults);
-    ASSERT_EQ(history.size(), size_t(w.clients * w.ops_per_client)) << "seed " << seed;
-    for (const lin::Operation& op : history) failed += op.outcome == lin::Outcome::kUnknown;
-    lin::CheckResult r = lin::Check(history);
-    if (r.gave_up) {
-      ++inconclusive;
-      continue;
-    }
-    ASSERT_TRUE(r.linearizable) << "seed " << seed << " (replay: RKV_LIN_SEED=" << seed << ")\n"
-                                << ShortestFailingPrefix(history);
-    ops += history.size();
-  }
-  EXPECT_GT(failed, 0) << "no fault hit an operation: the test checks nothing extra";
-  EXPECT_LE(inconclusive * 100, static_cast<int>(seeds.size())) << "over 1 % of seeds inconclusive";
-  RecordProperty("operations_checked", ops);
-  std::cout << ops << " operations checked linearizable, " << failed << " failed by faults, "
-            << inconclusive << " seeds inconclusive\n";
+  CheckSeeds({.quick_seeds = 100,
+              .found_bugs = {40, 995},
+              .replicated = true,
+              .failover = true,
+              .faults = SomeFaults()});
 }
 
 TEST(LinearizabilityTest, SameSeedSameHistory) {

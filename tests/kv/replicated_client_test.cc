@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,36 @@ struct Param {
 
 std::string ParamName(const ::testing::TestParamInfo<Param>& info) {
   return absl::StrCat(KvBackendName(info.param.backend), "_r", info.param.replicas);
+}
+
+// Runs `ops` random operations on keys k0..k<keys - 1> over `clients`, at
+// most 4 in flight each, until every callback has run; `check` sees each
+// status.
+void RandomOps(const std::vector<std::unique_ptr<Client>>& clients, int ops, int keys,
+               uint64_t seed, const std::function<void(const absl::Status&)>& check) {
+  Rng rng(seed);
+  int issued = 0, done = 0;
+  auto count = [&](const absl::Status& s) {
+    check(s);
+    done++;
+  };
+  while (done < ops) {
+    for (const auto& c : clients) {
+      while (issued < ops && c->in_flight() < 4) {
+        const std::string key = absl::StrCat("k", rng.Uniform(keys));
+        const std::string value = absl::StrCat("v", issued++);
+        switch (rng.Uniform(4)) {
+          case 0:
+            c->GetAsync(key, [&](absl::StatusOr<std::string> v) { count(v.status()); });
+            break;
+          case 1: c->PutAsync(key, value, count); break;
+          case 2: c->InsertAsync(key, value, count); break;
+          default: c->DeleteAsync(key, count);
+        }
+      }
+      c->Poll(absl::ZeroDuration());
+    }
+  }
 }
 
 class ReplicatedClientTest : public ::testing::TestWithParam<Param> {
@@ -152,30 +183,9 @@ TEST_P(ReplicatedClientTest, ClientsRacingOnFewKeysLeaveIdenticalCopies) {
     ASSERT_TRUE(c.ok()) << c.status();
     clients.push_back(std::move(c).value());
   }
-  Rng rng(7);
-  int done = 0, issued = 0;
-  constexpr int kOps = 600;
-  auto count = [&done](const absl::Status& s) {
+  RandomOps(clients, 600, 6, 7, [](const absl::Status& s) {
     EXPECT_TRUE(s.ok() || absl::IsNotFound(s) || absl::IsAlreadyExists(s)) << s;
-    done++;
-  };
-  while (done < kOps) {
-    for (auto& c : clients) {
-      while (issued < kOps && c->in_flight() < 4) {
-        const std::string key = absl::StrCat("k", rng.Uniform(6));
-        const std::string value = absl::StrCat("v", issued++);
-        switch (rng.Uniform(4)) {
-          case 0:
-            c->GetAsync(key, [&](absl::StatusOr<std::string> v) { count(v.status()); });
-            break;
-          case 1: c->PutAsync(key, value, count); break;
-          case 2: c->InsertAsync(key, value, count); break;
-          default: c->DeleteAsync(key, count);
-        }
-      }
-      c->Poll(absl::Milliseconds(1));
-    }
-  }
+  });
   // Callbacks have run; commits sent without waiting may still be out.
   for (auto& c : clients) {
     while (c->in_flight() > 0) c->Poll(absl::Milliseconds(1));
@@ -261,27 +271,7 @@ TEST_P(ReplicatedUnderFaultsTest, CopiesAgreeAfterFaultsOnceEachKeyIsRead) {
       ASSERT_TRUE(c.ok()) << c.status();
       clients.push_back(std::move(c).value());
     }
-    Rng rng(seed);
-    int issued = 0, done = 0;
-    constexpr int kOps = 300;
-    auto count = [&done](const absl::Status&) { done++; };
-    while (done < kOps) {
-      for (auto& c : clients) {
-        while (issued < kOps && c->in_flight() < 4) {
-          const std::string key = absl::StrCat("k", rng.Uniform(kKeys));
-          const std::string value = absl::StrCat("v", issued++);
-          switch (rng.Uniform(4)) {
-            case 0:
-              c->GetAsync(key, [&](absl::StatusOr<std::string> v) { count(v.status()); });
-              break;
-            case 1: c->PutAsync(key, value, count); break;
-            case 2: c->InsertAsync(key, value, count); break;
-            default: c->DeleteAsync(key, count);
-          }
-        }
-        c->Poll(absl::ZeroDuration());
-      }
-    }
+    RandomOps(clients, 300, kKeys, seed, [](const absl::Status&) {});
     clients.clear();
     env_->sim->RunUntilIdle();
     auto clean = env_->NewClient();
