@@ -44,6 +44,14 @@ class ClientImpl final : public Client, public client_internal::Session {
   }
 
   ~ClientImpl() override {
+    // Tails first: a replicated write's commit still in flight holds the
+    // replaced block, and a commit that never lands leaves its intent for
+    // the next operation on the key to finish. Bounded: a dead server fails
+    // them.
+    for (const absl::Time deadline = absl::Now() + absl::Seconds(5);
+         tails_ > 0 && replicas_[0].qp != nullptr && absl::Now() < deadline;) {
+      Poll(absl::Milliseconds(100));
+    }
     if (absl::Status s = ReleaseFreeBlocks(); !s.ok()) {
       RKV_LOG(WARNING) << "freed blocks not handed back to the server (they stay unused): " << s;
     }
@@ -186,6 +194,7 @@ class ClientImpl final : public Client, public client_internal::Session {
   RingDeque<Pending> queued_;
   std::vector<Pending> active_;  // Indexed by the wr_id's high half.
   size_t active_count_ = 0;
+  size_t tails_ = 0;  // Of the active: finished operations whose tail is in flight.
   // Writes of one key run one at a time: two in flight together would race
   // for the same slot, and one of them would lose its CAS and start over
   // (a hot key under a skewed load). A write whose key has one active
@@ -283,7 +292,7 @@ absl::Status ClientImpl::RunSync(std::vector<fabric::WorkRequest> wrs, int repli
 }
 
 absl::Status ClientImpl::ReleaseFreeBlocks() {
-  if (replicas_.empty() || replicas_[0].qp == nullptr || heap_ == nullptr || in_flight() > 0) {
+  if (replicas_.empty() || replicas_[0].qp == nullptr || heap_ == nullptr || active_count_ > 0) {
     return absl::OkStatus();
   }
   std::array<std::vector<uint64_t>, 256> blocks;
@@ -378,6 +387,7 @@ void ClientImpl::Complete(Pending& p) {
   std::string result = std::move(op.result());
   if (op.has_tail()) {
     p.tail = true;  // Its scratch memory holds the tail's results.
+    tails_++;
   } else {
     Recycle(std::move(p.op));  // Frees its scratch memory before the callback runs.
   }
@@ -408,7 +418,10 @@ size_t ClientImpl::FailActive(const absl::Status& status) {
     Pending done = std::move(p);
     p = Pending{};
     active_count_--;
-    if (done.tail) continue;  // Its callback has run.
+    if (done.tail) {  // Its callback has run.
+      tails_--;
+      continue;
+    }
     Finish(done, status);
     failed++;
   }
@@ -548,6 +561,7 @@ bool ClientImpl::TakeCompletions(absl::Span<const fabric::Completion> cs, size_t
       Recycle(std::move(p.op));
       p = Pending{};
       active_count_--;
+      tails_--;
       continue;
     }
     p.op->Step();

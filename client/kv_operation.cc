@@ -28,6 +28,7 @@ void KvOperation::Reset(OpType type, absl::string_view key, absl::string_view va
   size_class_ = 0;
   my_block_ = 0;
   my_committed_ = 0;
+  stranded_.clear();
 }
 
 void KvOperation::Clear() {
@@ -47,6 +48,7 @@ void KvOperation::Clear() {
 
 void KvOperation::Finish(absl::Status status) {
   if (absl::IsUnavailable(status) && posted_cas()) status = WithUnknownOutcome(std::move(status));
+  ReleaseStranded(status.ok());
   status_ = std::move(status);
   finished_ = true;
   rounds_.Clear();
@@ -315,7 +317,11 @@ void KvOperation::OnSwap(bool count_retry) {
     // over by a finisher whose CAS expects it. Published again in the same
     // slot (our next try, an update or an insert), it would meet that late
     // CAS and be undone (ABA): the next try takes a new block, a new word.
-    s_.heap().Free(my_block_, size_class_, s_.Now());
+    if (sync_->TentativeLanded()) {
+      stranded_.push_back(my_block_);
+    } else {
+      s_.heap().Free(my_block_, size_class_, s_.Now());
+    }
     my_block_ = 0;
     return OnReserved(reservation_->Start(rounds_));
   }
@@ -340,12 +346,17 @@ void KvOperation::OnSync(ReplicaSync::Outcome outcome) {
     case ReplicaSync::Outcome::kPosted:
       return;
     case ReplicaSync::Outcome::kDone:  // Committed by a helper.
-      // Every backup holds the new word, and none names the replaced block.
+      // Every backup holds the new word, and no copy names the replaced block.
       if (swap_synced_) swap_->FreeReplaced();
-      OnTailLanded();
+      CacheCommitted();
       return Finish(absl::OkStatus());
     case ReplicaSync::Outcome::kCommitted:  // Our commit is the round left.
-      if (swap_synced_) swap_->FreeReplaced();
+      // An update's replaced block is named by no copy now. A delete's is,
+      // by its intent on the primary, until the commit lands: should it
+      // never land and the block be reused, the intent would name another
+      // key's block and nobody would recognize it to finish it.
+      if (swap_synced_ && !deleting()) swap_->FreeReplaced();
+      ReleaseStranded(/*succeeded=*/true);
       status_ = absl::OkStatus();
       finished_ = true;  // Keeps the round: the commit is our tail.
       return;
@@ -355,13 +366,32 @@ void KvOperation::OnSync(ReplicaSync::Outcome outcome) {
 }
 
 void KvOperation::OnTailLanded() {
+  if (swap_synced_ && deleting()) swap_->FreeReplaced();
+  CacheCommitted();
+}
+
+void KvOperation::CacheCommitted() {
   // A cached word is one a later CAS will expect, so it must be committed
   // by then: a tentative CAS from a word whose intent still stands may land
   // on a backup, where that intent's finisher, copying over what it finds,
   // undoes it unseen (a delete then left its key's old word on a backup).
-  if (const uint64_t target = layout::IntentTarget(sync_->intent()); target != 0) {
-    s_.cache().Put(key_, s_.region_id(), {sync_->slot(), target, rounds_.posted_at()});
+  // And it must be the slot's word as of its date, not one someone else
+  // committed that may have been replaced already.
+  if (const uint64_t word = sync_->SeenCommitted(); word != 0) {
+    s_.cache().Put(key_, s_.region_id(), {sync_->slot(), word, rounds_.posted_at()});
   }
+}
+
+void KvOperation::ReleaseStranded(bool succeeded) {
+  // After a success every intent that beat ours is finished, and with it
+  // every tentative word of ours copied over. After a failure one may
+  // still sit on a backup (its intent's owner dead, nobody finishing it),
+  // where a takeover would make it the key's word: the block stays out
+  // of use for good rather than come back holding another key.
+  if (succeeded) {
+    for (uint64_t block : stranded_) s_.heap().Free(block, size_class_, s_.Now());
+  }
+  stranded_.clear();
 }
 
 void KvOperation::Help(const SlotSeen& intent) {

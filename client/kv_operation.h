@@ -95,7 +95,7 @@ class KvOperation {
   // nobody waits for (replicated: the commit of an intent already on every
   // copy); the client posts it after running the callback.
   bool has_tail() const { return finished_ && !rounds_.empty(); }
-  // The tail completed (replicated: the intent is committed).
+  // The tail completed (replicated: the intent's commit CAS ran).
   void OnTailLanded();
 
  private:
@@ -140,6 +140,12 @@ class KvOperation {
   void PostSwap(uint64_t slot, uint64_t expected, uint64_t desired);
   void StartSync(uint64_t slot, uint64_t intent, uint64_t replaced);
   void OnSync(ReplicaSync::Outcome outcome);
+  void CacheCommitted();
+  // Blocks of tries whose intent lost while a tentative word naming them
+  // landed on a backup: freed when the operation succeeds, kept out of use
+  // when it fails.
+  void ReleaseStranded(bool succeeded);
+  bool deleting() const { return type_ == OpType::kDelete; }
   void Help(const BucketSnapshot::SlotSeen& intent);
   void OnHelp(ReplicaSync::Outcome outcome);
   // A cached slot young enough to CAS from.
@@ -170,6 +176,7 @@ class KvOperation {
   ScratchBuffer block_;  // The block, encoded.
   uint64_t my_block_ = 0;  // Region offset; 0 until reserved, or once freed.
   uint64_t my_committed_ = 0;
+  std::vector<uint64_t> stranded_;
 };
 
 }  // namespace rkv::client_internal

@@ -135,6 +135,21 @@ ReplicaSync::Outcome ReplicaSync::Commit(OpRounds& rounds) {
   return owner_ ? Outcome::kCommitted : Outcome::kPosted;
 }
 
+uint64_t ReplicaSync::SeenCommitted() const {
+  const uint64_t target = layout::IntentTarget(intent_);
+  if (target == 0) return 0;
+  if (state_ == State::kCommit && *commit() == intent_) return target;
+  if (state_ == State::kConfirm && *primary() == target) return target;
+  return 0;
+}
+
+bool ReplicaSync::TentativeLanded() const {
+  for (int r = 1; r < s_->replicas(); ++r) {
+    if (seen()[r] == replaced_) return true;
+  }
+  return false;
+}
+
 ReplicaSync::Outcome ReplicaSync::Fail(absl::Status status) {
   status_ = std::move(status);
   return Outcome::kFailed;

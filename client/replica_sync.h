@@ -60,6 +60,16 @@ class ReplicaSync {
   Outcome StartHelper(OpRounds& rounds, uint64_t slot, uint64_t intent);
   Outcome OnRound(OpRounds& rounds);
 
+  // After kDone, or once the owner's commit landed: the intent's target
+  // when the primary was seen holding it (our commit took effect, or the
+  // read that found the intent gone found it); 0 when not known — someone
+  // else committed, and the slot may have moved on since.
+  uint64_t SeenCommitted() const;
+  // After the round of PostTentative: whether a tentative CAS took effect
+  // on some backup (whose slot then names the intent's block until the
+  // intent that beat ours, if ours failed, is finished).
+  bool TentativeLanded() const;
+
   // The intent being finished, and its slot.
   uint64_t intent() const { return intent_; }
   uint64_t slot() const { return slot_; }

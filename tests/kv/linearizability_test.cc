@@ -233,7 +233,7 @@ void CheckSeeds(const Search& search) {
   const std::vector<uint64_t> seeds = Seeds(search.quick_seeds, search.found_bugs);
   for (uint64_t seed : seeds) {
     Workload w;
-    w.replicas = search.replicated ? 2 + seed % 2 : 1;
+    w.replicas = search.replicated ? 2 + (seed / 2) % 2 : 1;
     w.failover = search.failover;
     w.clients = 2 + seed % 3;
     w.keys = 1 + seed % 3;

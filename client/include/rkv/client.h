@@ -133,7 +133,10 @@ class Client {
   // `timeout` for a completion from any server when nothing else can
   // progress. Returns operations finished.
   virtual size_t Poll(absl::Duration timeout = absl::ZeroDuration()) = 0;
-  // Operations started and not yet finished.
+  // Operations started and not yet finished. A replicated write's callback
+  // runs once every copy holds it; the commit it then posts on the primary
+  // counts here until it lands, so Drain() and the synchronous calls
+  // return after it.
   virtual size_t in_flight() const = 0;
 
   virtual OpCosts costs(OpType type) const = 0;
