@@ -1,7 +1,9 @@
-// The cluster client: one session per server, chosen per key by rendezvous
-// hashing over the coordinator's map, which a background thread keeps
-// current. The sessions share one fabric, one scratch memory and one slot
-// cache (ClientResources).
+// The cluster client: one session per replica group (with one copy per
+// key, per server), chosen per key by rendezvous hashing of the group ids
+// over the coordinator's map, which a background thread keeps current. A
+// group's session reaches all of its copies, the primary first. The
+// sessions share one fabric, one scratch memory and one slot cache
+// (ClientResources).
 #include <atomic>
 #include <deque>
 #include <functional>
@@ -11,6 +13,7 @@
 #include <type_traits>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "client/background_worker.h"
 #include "client/client_resources.h"
 #include "client/outcome.h"
@@ -39,10 +42,10 @@ class ClusterClient final : public Client {
     // Every operation completes once: the sessions cancel theirs as they
     // close, and this client cancels those it holds.
     const absl::Status closed = absl::CancelledError("the client was closed");
-    for (auto& [id, s] : servers_) {
+    for (auto& [id, s] : groups_) {
       for (OpPtr& op : s.waiting) Fail(std::move(op), closed);
     }
-    servers_.clear();
+    groups_.clear();
     draining_.clear();
     for (std::deque<OpPtr>* q : {&retries_, &redispatch_}) {
       for (OpPtr& op : *q) Fail(std::move(op), closed);
@@ -78,7 +81,7 @@ class ClusterClient final : public Client {
 
   size_t in_flight() const override {
     size_t n = ready_.size() + retries_.size() + redispatch_.size();
-    for (const auto& [id, s] : servers_) n += s.waiting.size();
+    for (const auto& [id, s] : groups_) n += s.waiting.size();
     ForEachClient([&n](Client& c) { n += c.in_flight(); });
     return n;
   }
@@ -137,8 +140,9 @@ class ClusterClient final : public Client {
     op->on_done = nullptr;
     if (idle_ops_.size() < options_.max_outstanding) idle_ops_.push_back(std::move(op));
   }
-  struct Server {
-    proto::ServerInfo info;
+  struct Group {
+    proto::ReplicaGroup info;
+    std::vector<proto::ServerInfo> members;  // In the group's order, the primary first.
     std::unique_ptr<Client> client;  // Its session, once connected.
     bool connecting = false;
     std::deque<OpPtr> waiting;  // For the session.
@@ -153,10 +157,21 @@ class ClusterClient final : public Client {
   }
   static const absl::Status& StatusOf(const absl::Status& s) { return s; }
   static const absl::Status& StatusOf(const absl::StatusOr<std::string>& s) { return s.status(); }
-  static bool SameRegion(const proto::ServerInfo& a, const proto::ServerInfo& b) {
-    return a.region().generation() == b.region().generation() &&
-           a.region().rkey() == b.region().rkey();
+  // The same copies, reached the same way: a session may go on.
+  static bool SameCopies(const Group& a, const Group& b) {
+    if (a.info.config() != b.info.config() || a.members.size() != b.members.size()) return false;
+    for (size_t i = 0; i < a.members.size(); ++i) {
+      const proto::RegionDescriptor& x = a.members[i].region();
+      const proto::RegionDescriptor& y = b.members[i].region();
+      if (a.members[i].id() != b.members[i].id() || x.generation() != y.generation() ||
+          x.rkey() != y.rkey()) {
+        return false;
+      }
+    }
+    return true;
   }
+  // Why a group's keys cannot be served now; OK when they can.
+  static absl::Status Serves(const Group& g);
 
   // Runs the completions Fail queued; returns how many.
   size_t RunReady() {
@@ -178,11 +193,12 @@ class ClusterClient final : public Client {
     ready_.push_back({std::move(op), std::move(s)});
   }
 
-  // Rendezvous hashing: the server with the highest hash of (id, key).
-  Server* Route(const std::string& key) {
-    Server* best = nullptr;
+  // Rendezvous hashing: the group with the highest hash of (id, key).
+  Group* Route(const std::string& key) {
+    Group* best = nullptr;
     uint64_t best_score = 0;
-    for (auto& [id, s] : servers_) {
+    for (auto& [id, s] : groups_) {
+      if (s.info.forming()) continue;  // Places no keys until it serves.
       const uint64_t score = XXH64(key, XXH64(id));
       if (best == nullptr || score > best_score) {
         best = &s;
@@ -199,8 +215,8 @@ class ClusterClient final : public Client {
   // runs its callback.
   template <typename Result>
   void OnDone(Op* op, Result result);
-  void Connect(Server& s);
-  void OnConnected(const proto::ServerInfo& info, absl::StatusOr<std::unique_ptr<Client>> c);
+  void Connect(Group& g);
+  void OnConnected(const Group& at, absl::StatusOr<std::unique_ptr<Client>> c);
   // Fetches the map in the background; retries wait for the fetch.
   uint64_t FetchMap();
   void OnFetched(uint64_t fetch, absl::StatusOr<proto::ClusterMap> map);
@@ -211,17 +227,17 @@ class ClusterClient final : public Client {
   // draining.
   template <typename F>
   void ForEachClient(F f) const {
-    for (const auto& [id, s] : servers_) {
+    for (const auto& [id, s] : groups_) {
       if (s.client) f(*s.client);
     }
     for (const auto& c : draining_) f(*c);
   }
-  // A server's region is gone (restarted, or left the map): its session
-  // drains, polled until its operations have completed (failed, mostly,
+  // A group's copies are gone or changed (a server restarted, the group
+  // reconfigured, or left the map): its session drains, polled until its operations have completed (failed, mostly,
   // and retried where that is safe), and only then closes. Operations
   // that waited for it to connect never started: they go where the new
   // map says.
-  void Retire(Server& s) {
+  void Retire(Group& s) {
     if (s.client) draining_.push_back(std::move(s.client));
     for (OpPtr& op : s.waiting) redispatch_.push_back(std::move(op));
     s.waiting.clear();
@@ -241,7 +257,7 @@ class ClusterClient final : public Client {
   CoordinatorStub coord_;
   uint64_t epoch_ = 0;
   bool warned_epoch_ = false;
-  std::map<std::string, Server> servers_;
+  std::map<std::string, Group> groups_;
   std::vector<std::unique_ptr<Client>> draining_;
   std::deque<std::pair<OpPtr, absl::Status>> ready_;  // Failed, callbacks to run.
   std::deque<OpPtr> retries_;     // In order of needs_fetch.
@@ -273,23 +289,68 @@ void ClusterClient::Adopt(const proto::ClusterMap& map) {
     return;
   }
   epoch_ = map.epoch();
-  std::map<std::string, Server> next;
-  for (const proto::ServerInfo& info : map.servers()) {
-    auto old = servers_.find(info.id());
-    Server& s = next[info.id()];
-    if (old != servers_.end()) {
-      // Keep the session unless the region was registered anew.
-      if (SameRegion(old->second.info, info)) {
-        s = std::move(old->second);
-      } else {
-        Retire(old->second);
-      }
-      servers_.erase(old);
+  std::map<std::string, proto::ServerInfo> servers;
+  for (const proto::ServerInfo& info : map.servers()) servers[info.id()] = info;
+  std::vector<proto::ReplicaGroup> groups(map.groups().begin(), map.groups().end());
+  if (groups.empty()) {
+    // A coordinator that predates replica groups: each server its own.
+    for (const proto::ServerInfo& info : map.servers()) {
+      proto::ReplicaGroup& g = groups.emplace_back();
+      g.set_id(info.id());
+      g.add_members(info.id());
+      g.set_state(info.state() == proto::SERVER_STATE_UP ? proto::GROUP_STATE_SERVING
+                                                         : proto::GROUP_STATE_LOST);
     }
-    s.info = info;
   }
-  for (auto& [id, s] : servers_) Retire(s);
-  servers_ = std::move(next);
+  std::map<std::string, Group> next;
+  for (proto::ReplicaGroup& info : groups) {
+    Group& g = next[info.id()];
+    g.info = std::move(info);
+    for (const std::string& m : g.info.members()) {
+      auto it = servers.find(m);
+      if (it != servers.end()) g.members.push_back(it->second);
+    }
+    auto old = groups_.find(g.info.id());
+    if (old == groups_.end()) continue;
+    // Keep the session while its copies are the same ones.
+    if (SameCopies(old->second, g)) {
+      g.client = std::move(old->second.client);
+      g.connecting = old->second.connecting;
+      g.waiting = std::move(old->second.waiting);
+    } else {
+      Retire(old->second);
+    }
+    groups_.erase(old);
+  }
+  for (auto& [id, s] : groups_) Retire(s);
+  groups_ = std::move(next);
+}
+
+absl::Status ClusterClient::Serves(const Group& g) {
+  if (g.info.members_size() == 1 && g.info.members(0) == g.info.id()) {
+    // One copy per key: the group is its server.
+    if (g.info.state() == proto::GROUP_STATE_SERVING && !g.members.empty() &&
+        g.members[0].state() == proto::SERVER_STATE_UP) {
+      return absl::OkStatus();
+    }
+    return absl::UnavailableError(
+        absl::StrCat("server ", g.info.id(), ", which holds this key, is down"));
+  }
+  const std::string members = absl::StrJoin(g.info.members(), ",");
+  switch (g.info.state()) {
+    case proto::GROUP_STATE_SERVING:
+      if (g.members.size() == static_cast<size_t>(g.info.members_size())) return absl::OkStatus();
+      break;
+    case proto::GROUP_STATE_RECONFIGURING:
+      return absl::UnavailableError(absl::StrCat(
+          "group ", g.info.id(), ", which holds this key, is reconfiguring (copies on ", members,
+          " being made to agree); try again shortly"));
+    default:
+      break;
+  }
+  return absl::UnavailableError(absl::StrCat("group ", g.info.id(),
+                                             ", which holds this key, has no copy up (servers ",
+                                             members, ")"));
 }
 
 void ClusterClient::SyncMap() {
@@ -331,44 +392,49 @@ void ClusterClient::WatchLoop() {
 
 void ClusterClient::Dispatch(OpPtr op) {
   SyncMap();
-  Server* s = Route(op->key);
+  Group* s = Route(op->key);
   if (s == nullptr) return Fail(std::move(op), absl::UnavailableError("the cluster map has no servers"));
-  if (s->info.state() != proto::SERVER_STATE_UP) {
-    return Fail(std::move(op), absl::UnavailableError(absl::StrCat(
-                                   "server ", s->info.id(), ", which holds this key, is down")));
-  }
+  if (absl::Status serves = Serves(*s); !serves.ok()) return Fail(std::move(op), std::move(serves));
   if (s->client) return Submit(*s->client, std::move(op));
   s->waiting.push_back(std::move(op));
   if (!s->connecting) Connect(*s);
 }
 
-void ClusterClient::Connect(Server& s) {
-  s.connecting = true;
-  const proto::RegionDescriptor& r = s.info.region();
-  const fabric::RemoteRegion region{{r.endpoint().address(), options_.cluster_token},
-                                    r.base_address(), r.length(), r.rkey()};
+void ClusterClient::Connect(Group& g) {
+  g.connecting = true;
+  std::vector<fabric::RemoteRegion> copies;
+  for (const proto::ServerInfo& m : g.members) {
+    const proto::RegionDescriptor& r = m.region();
+    copies.push_back(
+        {{r.endpoint().address(), options_.cluster_token}, r.base_address(), r.length(), r.rkey()});
+  }
   auto result = std::make_shared<absl::StatusOr<std::unique_ptr<Client>>>();
   background_->Run(
-      [result, region, options = options_, resources = resources_] {
-        *result = client_internal::OpenSession(region, options, {}, resources);
+      [result, copies = std::move(copies), options = options_, resources = resources_] {
+        *result = client_internal::OpenReplicatedSession(copies, options, {}, resources);
       },
-      [this, result, info = s.info] { OnConnected(info, std::move(*result)); });
+      [this, result, info = g.info, members = g.members] {
+        Group at;
+        at.info = info;
+        at.members = members;
+        OnConnected(at, std::move(*result));
+      });
 }
 
-void ClusterClient::OnConnected(const proto::ServerInfo& info,
-                                absl::StatusOr<std::unique_ptr<Client>> c) {
-  auto it = servers_.find(info.id());
-  // The map moved on while connecting, or the server left and came back
-  // and another connect won: the session is of no use (it holds no
-  // operations), and those that waited for it went elsewhere.
-  if (it == servers_.end() || !SameRegion(it->second.info, info) || it->second.client) return;
-  Server& s = it->second;
+void ClusterClient::OnConnected(const Group& at, absl::StatusOr<std::unique_ptr<Client>> c) {
+  auto it = groups_.find(at.info.id());
+  // The map moved on while connecting, or the group changed and another
+  // connect won: the session is of no use (it holds no operations), and
+  // those that waited for it went elsewhere.
+  if (it == groups_.end() || !SameCopies(it->second, at) || it->second.client) return;
+  Group& s = it->second;
   s.connecting = false;
   std::deque<OpPtr> waiting = std::move(s.waiting);
   s.waiting.clear();
   if (!c.ok()) {
     const absl::Status failed = absl::UnavailableError(
-        absl::StrCat("server ", info.id(), ": ", c.status().message()));
+        absl::StrCat(at.info.members_size() == 1 ? "server " : "group ", at.info.id(), ": ",
+                     c.status().message()));
     for (OpPtr& op : waiting) Fail(std::move(op), failed);
     return;
   }

@@ -12,6 +12,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/cluster_token.h"
 #include "common/fabric/fabric_flags.h"
 #include "common/flags.h"
@@ -50,6 +51,15 @@ std::string JsonEscape(const std::string& s) {
   return out;
 }
 
+const char* GroupStateName(rkv::proto::GroupState s) {
+  switch (s) {
+    case rkv::proto::GROUP_STATE_SERVING: return "serving";
+    case rkv::proto::GROUP_STATE_RECONFIGURING: return "reconfiguring";
+    case rkv::proto::GROUP_STATE_LOST: return "lost";
+    default: return "unknown";
+  }
+}
+
 const char* StateName(rkv::proto::ServerState s) {
   return s == rkv::proto::SERVER_STATE_UP ? "up" : "down";
 }
@@ -76,6 +86,18 @@ int Status(rkv::CoordinatorStub& coord) {
                 << ", \"heap_used\": " << s.stats().heap_used()
                 << ", \"last_heard_ms\": " << s.last_heard_ms() << "}";
     }
+    std::cout << "], \"replicas\": " << std::max<uint32_t>(1, map.replicas()) << ", \"groups\": [";
+    for (int i = 0; i < map.groups_size(); ++i) {
+      const auto& g = map.groups(i);
+      std::cout << (i ? ", " : "") << "{\"id\": \"" << JsonEscape(g.id()) << "\", \"state\": \""
+                << GroupStateName(g.state()) << "\", \"config\": " << g.config()
+                << ", \"members\": [";
+      for (int m = 0; m < g.members_size(); ++m) {
+        std::cout << (m ? ", " : "") << "\"" << JsonEscape(g.members(m)) << "\"";
+      }
+      std::cout << "], \"copied_bytes\": " << g.copied_bytes()
+                << ", \"copy_bytes\": " << g.copy_bytes() << "}";
+    }
     std::cout << "]}\n";
     return 0;
   }
@@ -92,6 +114,28 @@ int Status(rkv::CoordinatorStub& coord) {
         absl::StrCat(s.region().length() >> 20, " MiB"),
         absl::StrCat(st.slots_used(), "/", st.slots_total()),
         absl::StrCat(st.heap_used() >> 20, "/", st.heap_bytes() >> 20, " MiB"), s.last_heard_ms());
+  }
+  const uint32_t replicas = std::max<uint32_t>(1, map.replicas());
+  if (replicas == 1) return 0;
+  // Replica groups: each key lives on one group, in `replicas` copies.
+  std::cout << absl::StrFormat("\n%d copies of every key; %d replica groups\n\n", replicas,
+                               map.groups_size());
+  std::cout << absl::StrFormat("%-8s %-14s %6s  %-30s %s\n", "GROUP", "STATE", "CONFIG",
+                               "MEMBERS (PRIMARY FIRST)", "COPY");
+  for (const auto& g : map.groups()) {
+    std::string copy;
+    if (g.state() == rkv::proto::GROUP_STATE_RECONFIGURING) {
+      copy = g.copy_bytes() == 0
+                 ? "fencing"
+                 : absl::StrFormat("%d/%d MiB (%d%%)", g.copied_bytes() >> 20,
+                                   g.copy_bytes() >> 20, 100 * g.copied_bytes() / g.copy_bytes());
+      if (!g.joining().empty()) absl::StrAppend(&copy, ", copying in ", absl::StrJoin(g.joining(), ","));
+    } else if (g.members_size() < static_cast<int>(replicas)) {
+      copy = absl::StrCat(g.members_size(), " of ", replicas, " copies: waiting for a spare server");
+    }
+    std::cout << absl::StrFormat("%-8s %-14s %6d  %-30s %s\n", g.id(),
+                                 GroupStateName(g.state()), g.config(),
+                                 absl::StrJoin(g.members(), ","), copy);
   }
   return 0;
 }

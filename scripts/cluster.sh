@@ -10,6 +10,9 @@
 #   scripts/cluster.sh restart-coordinator start kvcoord again (after it died)
 #   scripts/cluster.sh kill ID|kvcoord     kill -9, and wait until it is gone
 #   scripts/cluster.sh wait ID up|down     wait (30 s at most) until the map says so
+#   scripts/cluster.sh wait-serving [N]    wait (30 s at most) until N replica groups
+#                                          (default: servers / RKV_REPLICAS) serve and
+#                                          none is reconfiguring
 #
 # RKV_CLUSTER_DIR (default /tmp/rkv-cluster) holds region files, logs, pids
 # and the cluster token. The coordinator listens on 127.0.0.1:7400, where
@@ -17,6 +20,7 @@
 # (scripts/build.sh); RKV_BIN names another folder of binaries.
 # The servers' fabric: RKV_FABRIC (default soft), RKV_SERVER_LISTEN (default
 # 127.0.0.1:0; for verbs an address of an RDMA interface) and RKV_RDMA_DEVICE.
+# RKV_REPLICAS (default 1) copies of every key: kvcoord --replicas.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,6 +30,7 @@ bin="${RKV_BIN:-build/bin}"
 lease_ms="${RKV_LEASE_MS:-1500}"
 memory="${RKV_SERVER_MEMORY:-64MiB}"
 fabric="${RKV_FABRIC:-soft}"
+replicas="${RKV_REPLICAS:-1}"
 server_listen="${RKV_SERVER_LISTEN:-127.0.0.1:0}"
 rdma_device="${RKV_RDMA_DEVICE:-}"
 source scripts/lib/proc.sh
@@ -54,7 +59,7 @@ start_server() {  # $1: id
 
 start_coordinator() {
   "$bin/kvcoord" --listen="$coordinator" --lease_ms="$lease_ms" --token_file="$dir/token" \
-    --state_file="$dir/kvcoord.state" >>"$dir/kvcoord.log" 2>&1 &
+    --state_file="$dir/kvcoord.state" --replicas="$replicas" >>"$dir/kvcoord.log" 2>&1 &
   local pid=$!
   record_pid kvcoord "$pid"
   proc_wait_port "$pid" "$coordinator" ||
@@ -76,6 +81,25 @@ wait_map() {  # $1: state, $2: at least this many servers in it, $3: server id (
   done
 }
 
+# Replica groups serving, and whether one is reconfiguring.
+groups_serving() {
+  local json
+  json=$("$bin/kvctl" status --json --coordinator="$coordinator" --token_file="$dir/token" 2>/dev/null) || {
+    echo 0
+    return
+  }
+  if grep -q '"state": "reconfiguring"' <<<"$json"; then echo 0; return; fi
+  grep -o '"state": "serving"' <<<"$json" | wc -l
+}
+
+wait_serving() {  # $1: at least this many groups serving, none reconfiguring
+  local deadline=$((SECONDS + 30))
+  until [ "$(groups_serving)" -ge "$1" ]; do
+    [ "$SECONDS" -lt "$deadline" ] || return 1
+    sleep 0.1
+  done
+}
+
 case "${1:-}" in
   start)
     n="${2:-3}"
@@ -88,11 +112,11 @@ case "${1:-}" in
     start_coordinator
     for i in $(seq 1 "$n"); do start_server "s$i"; done
     echo "$n" >"$dir/servers"
-    if ! wait_map up "$n"; then
+    if ! wait_map up "$n" || ! wait_serving $((n / replicas)); then
       tail -n 5 "$dir"/*.log >&2
       die "the cluster did not come up; logs are in $dir"
     fi
-    echo "cluster up: coordinator $coordinator, $n servers, files in $dir"
+    echo "cluster up: coordinator $coordinator, $n servers, $replicas copies of every key, files in $dir"
     ;;
   status)
     exec "$bin/kvctl" status --coordinator="$coordinator" --token_file="$dir/token" "${@:2}"
@@ -119,6 +143,10 @@ case "${1:-}" in
     [ -n "$id" ] && [[ "$state" =~ ^(up|down)$ ]] || die "wait needs a server id and up or down"
     wait_map "$state" 1 "$id" || die "server $id is not $state after 30 s"
     ;;
+  wait-serving)
+    want="${2:-$(($(cat "$dir/servers") / replicas))}"
+    wait_serving "$want" || die "$want replica groups do not serve after 30 s"
+    ;;
   stop)
     for pidfile in "$dir"/*.pid; do
       [ -f "$pidfile" ] || continue
@@ -138,7 +166,7 @@ case "${1:-}" in
     echo "cluster stopped (region files kept in $dir)"
     ;;
   *)
-    sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac

@@ -48,8 +48,9 @@ grpc::Status ValidateRegion(const proto::RegionDescriptor& r) {
 }  // namespace
 
 CoordinatorService::CoordinatorService(std::string token, absl::Duration lease,
-                                       std::string state_file)
-    : token_(std::move(token)), lease_(lease), state_file_(std::move(state_file)) {
+                                       std::string state_file, uint32_t replicas)
+    : token_(std::move(token)), lease_(lease), state_file_(std::move(state_file)),
+      groups_(replicas) {
   lease_thread_ = std::thread([this] { LeaseLoop(); });
 }
 
@@ -66,7 +67,13 @@ absl::Status CoordinatorService::Recover() {
     return absl::DataLossError(absl::StrCat(
         state_file_, " is not a kvcoord state file (or is damaged); move it away to start afresh"));
   }
+  if (std::max<uint32_t>(1, map.replicas()) != groups_.replicas()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        state_file_, " holds a cluster of ", std::max<uint32_t>(1, map.replicas()),
+        " copies, not the ", groups_.replicas(), " of --replicas"));
+  }
   std::lock_guard<std::mutex> lock(mu_);
+  groups_.Load(map);
   const absl::Time now = absl::Now();
   for (const proto::ServerInfo& s : map.servers()) {
     Member& m = members_[s.id()];
@@ -105,7 +112,17 @@ grpc::Status CoordinatorService::Authenticate(grpc::ServerContext* ctx, const ch
                       "missing or wrong cluster token (metadata rkv-token)");
 }
 
+std::map<std::string, ServerView> CoordinatorService::ViewsLocked() const {
+  std::map<std::string, ServerView> views;
+  for (const auto& [id, m] : members_) {
+    views[id] = {m.info.state() == proto::SERVER_STATE_UP, m.info.region().generation(),
+                 m.info.region().length(), m.recovered};
+  }
+  return views;
+}
+
 void CoordinatorService::ChangedLocked() {
+  groups_.Update(ViewsLocked());
   epoch_++;
   changed_.notify_all();
   if (state_file_.empty()) return;
@@ -135,6 +152,7 @@ proto::ClusterMap CoordinatorService::MapLocked() const {
     *s = m.info;
     s->set_last_heard_ms(absl::ToInt64Milliseconds(now - m.last_heard));
   }
+  groups_.Save(&map);
   return map;
 }
 
@@ -152,6 +170,7 @@ grpc::Status CoordinatorService::Register(grpc::ServerContext* ctx,
   *m.info.mutable_stats() = req->stats();
   m.info.set_state(proto::SERVER_STATE_UP);
   m.last_heard = absl::Now();
+  m.recovered = req->recovered();
   ChangedLocked();
   RKV_LOG(INFO) << "server " << req->id() << (known ? " re-registered" : " joined") << " at "
                 << req->region().endpoint().address() << " (" << req->region().endpoint().kind()
@@ -159,6 +178,8 @@ grpc::Status CoordinatorService::Register(grpc::ServerContext* ctx,
                 << (req->region().length() >> 20) << " MiB; epoch " << epoch_;
   resp->set_lease_ms(absl::ToInt64Milliseconds(lease_));
   resp->set_epoch(epoch_);
+  resp->set_replicas(groups_.replicas());
+  resp->set_hurry(groups_.Reconfiguring(req->id()));
   return grpc::Status::OK;
 }
 
@@ -185,7 +206,15 @@ grpc::Status CoordinatorService::Heartbeat(grpc::ServerContext* ctx,
     ChangedLocked();
     RKV_LOG(INFO) << "server " << req->id() << " is back up; epoch " << epoch_;
   }
+  const std::map<std::string, ServerView> views = ViewsLocked();
+  if (req->has_push() && groups_.OnProgress(req->id(), req->push(), views)) ChangedLocked();
   resp->set_lease_ms(absl::ToInt64Milliseconds(lease_));
+  resp->set_fence(groups_.MustFence(req->id(), req->generation()));
+  if (std::optional<proto::PushOrder> order = groups_.PushFor(req->id(), views)) {
+    for (proto::ServerInfo& t : *order->mutable_targets()) t = members_.at(t.id()).info;
+    *resp->mutable_push() = *std::move(order);
+  }
+  resp->set_hurry(groups_.Reconfiguring(req->id()));
   return grpc::Status::OK;
 }
 

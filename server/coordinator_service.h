@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "rkv/coordinator.grpc.pb.h"
+#include "server/replica_groups.h"
 
 namespace rkv::server {
 
@@ -27,7 +28,8 @@ inline constexpr char kTokenMetadata[] = "rkv-token";
 
 class CoordinatorService final : public proto::Coordinator::Service {
  public:
-  CoordinatorService(std::string token, absl::Duration lease, std::string state_file = "");
+  CoordinatorService(std::string token, absl::Duration lease, std::string state_file = "",
+                     uint32_t replicas = 1);
   ~CoordinatorService() override;
 
   // Loads the state file, if there is one; call before serving. A missing
@@ -53,11 +55,14 @@ class CoordinatorService final : public proto::Coordinator::Service {
   struct Member {
     proto::ServerInfo info;
     absl::Time last_heard;
+    bool recovered = true;  // Its registration kept its region's contents.
   };
 
   grpc::Status Authenticate(grpc::ServerContext* ctx, const char* method) const;
   proto::ClusterMap MapLocked() const;
-  // Bumps the epoch, wakes watchers, and writes the state file.
+  std::map<std::string, ServerView> ViewsLocked() const;
+  // Re-evaluates the replica groups, bumps the epoch, wakes watchers, and
+  // writes the state file.
   void ChangedLocked();
   void LeaseLoop();
 
@@ -67,6 +72,7 @@ class CoordinatorService final : public proto::Coordinator::Service {
   mutable std::mutex mu_;
   std::condition_variable changed_;
   std::map<std::string, Member> members_;
+  ReplicaGroups groups_;
   uint64_t epoch_ = 0;
   bool stopping_ = false;
   std::thread lease_thread_;

@@ -25,6 +25,11 @@ ABSL_FLAG(std::string, state_file, "",
           "cluster until servers check in again, and running clients ignore the new map "
           "until its epoch passes the old one.");
 
+ABSL_FLAG(uint32_t, replicas, 1,
+          "Copies of every key (1 to 3): the servers form replica groups of this many, each "
+          "holding mirrored copies of one region; a group that loses a server goes on with the "
+          "others and takes a spare server when one is up. Fixed for the life of a state file.");
+
 namespace {
 volatile std::sig_atomic_t g_stop = 0;
 }
@@ -33,7 +38,7 @@ int main(int argc, char** argv) {
   rkv::ParseFlags(argc, argv,
                   "kvcoord: the rkv coordinator (membership, leases, cluster map).\n"
                   "Usage: kvcoord [--listen=HOST:PORT] [--lease_ms=MS] [--state_file=F] "
-                  "[--token=T|--token_file=F]");
+                  "[--replicas=R] [--token=T|--token_file=F]");
   if (absl::Status s = rkv::EnsureFileLimit(256); !s.ok()) {
     std::cerr << "kvcoord: " << s.message() << "\n";
     return 1;
@@ -48,8 +53,13 @@ int main(int argc, char** argv) {
     std::cerr << "kvcoord: --lease_ms must be between 50 and 600000\n";
     return 2;
   }
+  const uint32_t replicas = absl::GetFlag(FLAGS_replicas);
+  if (replicas < 1 || replicas > 3) {
+    std::cerr << "kvcoord: --replicas must be 1, 2 or 3\n";
+    return 2;
+  }
   rkv::server::CoordinatorService service(*token, absl::Milliseconds(lease_ms),
-                                          absl::GetFlag(FLAGS_state_file));
+                                          absl::GetFlag(FLAGS_state_file), replicas);
   if (absl::Status s = service.Recover(); !s.ok()) {
     std::cerr << "kvcoord: " << s.message() << "\n";
     return 1;

@@ -13,6 +13,7 @@
 #include "common/flags.h"
 #include "common/logging.h"
 #include "proto/coordinator_stub.h"
+#include "server/member_agent.h"
 #include "server/region_server.h"
 
 ABSL_FLAG(std::string, coordinator, rkv::kDefaultCoordinator, "kvcoord's gRPC address.");
@@ -33,15 +34,6 @@ ABSL_FLAG(uint32_t, soft_threads, 0,
 namespace {
 
 volatile std::sig_atomic_t g_stop = 0;
-
-rkv::proto::RegionStats ToProto(const rkv::server::RegionStats& s) {
-  rkv::proto::RegionStats p;
-  p.set_slots_total(s.slots_total);
-  p.set_slots_used(s.slots_used);
-  p.set_heap_bytes(s.heap_bytes);
-  p.set_heap_used(s.heap_used);
-  return p;
-}
 
 int Fail(const absl::Status& s) {
   std::cerr << "kvserver: " << s.message() << "\n";
@@ -94,88 +86,13 @@ int main(int argc, char** argv) {
                 << rkv::fabric::FabricKindName((*fabric)->kind()) << " fabric on "
                 << addr.endpoint.address << ", generation " << (*region)->generation();
 
-  rkv::proto::RegisterRequest reg;
-  reg.set_id(id);
-  rkv::proto::RegionDescriptor* d = reg.mutable_region();
-  d->mutable_endpoint()->set_kind(rkv::fabric::FabricKindName((*fabric)->kind()));
-  d->mutable_endpoint()->set_address(addr.endpoint.address);
-  d->set_base_address(addr.base);
-  d->set_length(addr.length);
-  d->set_rkey(addr.rkey);
-  d->set_generation((*region)->generation());
-
   std::signal(SIGINT, [](int) { g_stop = 1; });
   std::signal(SIGTERM, [](int) { g_stop = 1; });
   rkv::CoordinatorStub coord(absl::GetFlag(FLAGS_coordinator), *token);
-  bool registered = false;
-  bool reported_outage = false;
-  absl::Duration interval = absl::Milliseconds(500);
-  // Usage (kvctl status) is counted by scanning the whole index: a few
-  // percent of a core for a large region if done at every heartbeat, so
-  // it is refreshed at most this often.
-  constexpr absl::Duration kStatsEvery = absl::Seconds(2);
-  rkv::proto::RegionStats stats;
-  absl::Time stats_at = absl::InfinitePast();
-  auto fresh_stats = [&]() -> const rkv::proto::RegionStats& {
-    if (absl::Now() - stats_at >= kStatsEvery) {
-      stats = ToProto((*region)->Stats());
-      stats_at = absl::Now();
-    }
-    return stats;
-  };
-  while (!g_stop) {
-    grpc::ClientContext ctx;
-    coord.Prepare(&ctx, absl::Seconds(2));
-    grpc::Status s;
-    if (!registered) {
-      *reg.mutable_stats() = fresh_stats();
-      rkv::proto::RegisterResponse resp;
-      s = coord.stub().Register(&ctx, reg, &resp);
-      if (s.ok()) {
-        registered = true;
-        interval = absl::Milliseconds(std::max<uint64_t>(50, resp.lease_ms() / 3));
-        RKV_LOG(INFO) << "registered with " << coord.address() << " (lease " << resp.lease_ms()
-                      << " ms, map epoch " << resp.epoch() << ")";
-      }
-    } else {
-      rkv::proto::HeartbeatRequest hb;
-      hb.set_id(id);
-      hb.set_generation((*region)->generation());
-      *hb.mutable_stats() = fresh_stats();
-      rkv::proto::HeartbeatResponse resp;
-      s = coord.stub().Heartbeat(&ctx, hb, &resp);
-      if (s.error_code() == grpc::StatusCode::NOT_FOUND ||
-          s.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
-        RKV_LOG(INFO) << "coordinator does not know this registration; registering again";
-        registered = false;
-        continue;
-      }
-    }
-    if (s.ok()) {
-      if (reported_outage) RKV_LOG(INFO) << "coordinator " << coord.address() << " reachable again";
-      reported_outage = false;
-    } else if (s.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
-               s.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
-      return Fail(rkv::FromGrpc(s, "coordinator refused this server"));
-    } else if (!reported_outage) {
-      RKV_LOG(WARNING) << "coordinator " << coord.address() << ": " << s.error_message()
-                       << "; still serving, retrying";
-      reported_outage = true;
-    }
-    const absl::Time until = absl::Now() + (registered ? interval : absl::Milliseconds(500));
-    while (!g_stop && absl::Now() < until) absl::SleepFor(absl::Milliseconds(20));
-  }
-
+  rkv::server::MemberAgent agent(id, rkv::fabric::FabricKindName((*fabric)->kind()), **region,
+                                 coord);
+  if (absl::Status s = agent.Run(&g_stop); !s.ok()) return Fail(s);
   RKV_LOG(INFO) << "kvserver " << id << " stopping";
-  if (registered) {
-    grpc::ClientContext ctx;
-    coord.Prepare(&ctx, absl::Seconds(1));
-    rkv::proto::DeregisterRequest dr;
-    dr.set_id(id);
-    dr.set_generation((*region)->generation());
-    rkv::proto::DeregisterResponse resp;
-    (void)coord.stub().Deregister(&ctx, dr, &resp);
-  }
   if (absl::Status s = (*region)->Flush(); !s.ok()) return Fail(s);
   return 0;
 }

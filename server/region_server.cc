@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/socket.h"
 #include "common/status.h"
+#include "server/replica_takeover.h"
 
 namespace rkv::server {
 
@@ -69,7 +70,8 @@ absl::Status RegionServer::MapFile(const RegionServerOptions& o) {
 
 absl::StatusOr<std::unique_ptr<RegionServer>> RegionServer::Create(
     fabric::Fabric& fabric, const RegionServerOptions& options) {
-  std::unique_ptr<RegionServer> s(new RegionServer());
+  std::unique_ptr<RegionServer> s(new RegionServer(fabric));
+  s->token_ = options.token;
   if (!options.region_file.empty()) {
     RKV_RETURN_IF_ERROR(s->MapFile(options));
   } else {
@@ -125,6 +127,90 @@ RegionStats RegionServer::Stats() const {
   st.heap_used = std::min(std::atomic_ref<uint64_t>(*cursor).load(std::memory_order_relaxed),
                           layout_.heap_bytes);
   return st;
+}
+
+absl::Status RegionServer::Fence(uint64_t generation) {
+  RKV_ASSIGN_OR_RETURN(std::unique_ptr<fabric::MemoryRegion> fresh,
+                       fabric_->RegisterMemory(memory_, mapped_bytes_, fabric::kAllAccess));
+  region_ = std::move(fresh);  // The old registration goes: its rkey is refused.
+  layout_.generation = generation;
+  layout::SetGeneration(memory_, generation);
+  return absl::OkStatus();
+}
+
+absl::Status RegionServer::Settle(bool wipe) {
+  if (wipe) layout::InitRegion(memory_, layout_);
+  uint8_t* const copies[] = {memory_};
+  RKV_RETURN_IF_ERROR(TakeOver(copies, layout_).status());
+  return Flush();
+}
+
+uint64_t RegionServer::PushBytes() const {
+  return layout_.region_bytes - layout::HeaderOffsets::kHeapCursor;
+}
+
+absl::Status RegionServer::Push(const std::vector<fabric::RemoteRegion>& targets,
+                                std::atomic<uint64_t>* copied,
+                                const std::atomic<bool>* cancel) {
+  // Everything from the heap cursor on: the header's identity (geometry,
+  // generation, checksum) stays each copy's own. The same geometry is the
+  // coordinator's to ensure (same region size); checked again here.
+  constexpr uint32_t kChunk = 256 << 10;
+  constexpr int kWindow = 16;
+  const uint64_t from = layout::HeaderOffsets::kHeapCursor;
+  for (const fabric::RemoteRegion& t : targets) {
+    if (t.length != layout_.region_bytes) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "target region of ", t.length, " bytes; this one has ", layout_.region_bytes));
+    }
+    fabric::Endpoint endpoint = t.endpoint;
+    if (endpoint.token.empty()) endpoint.token = token_;
+    RKV_ASSIGN_OR_RETURN(std::unique_ptr<fabric::QueuePair> qp, fabric_->Connect(endpoint));
+    uint64_t next = from, done = from;
+    int in_flight = 0;
+    fabric::Completion cs[kWindow];
+    absl::Time heard = absl::Now();
+    while (done < layout_.region_bytes) {
+      if (cancel->load()) {
+        // Nothing may still be landing once we return: drain what is posted.
+        while (in_flight > 0 && absl::Now() - heard < absl::Seconds(10)) {
+          const size_t got = qp->Wait(absl::MakeSpan(cs), absl::Milliseconds(100));
+          if (got > 0) heard = absl::Now();
+          in_flight -= static_cast<int>(got);
+        }
+        return absl::CancelledError("push cancelled");
+      }
+      std::vector<fabric::WorkRequest> batch;
+      while (in_flight + static_cast<int>(batch.size()) < kWindow && next < layout_.region_bytes) {
+        const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(kChunk, layout_.region_bytes - next));
+        batch.push_back(fabric::WorkRequest::Write(n, memory_ + next, n, region_->lkey(),
+                                                   t.base + next, t.rkey));
+        next += n;
+      }
+      if (!batch.empty()) {
+        RKV_RETURN_IF_ERROR(qp->Post(batch));
+        in_flight += static_cast<int>(batch.size());
+      }
+      const size_t got = qp->Wait(absl::MakeSpan(cs), absl::Milliseconds(100));
+      if (got == 0) {
+        if (absl::Now() - heard > absl::Seconds(10)) {
+          return absl::DeadlineExceededError("no completion from the target in 10 s");
+        }
+        continue;
+      }
+      heard = absl::Now();
+      for (size_t i = 0; i < got; ++i) {
+        if (cs[i].status != fabric::CompletionStatus::kSuccess) {
+          return absl::UnavailableError(absl::StrCat("writing the copy: ",
+                                                     fabric::CompletionStatusName(cs[i].status)));
+        }
+        done += cs[i].wr_id;  // Each request's id is its length.
+        copied->fetch_add(cs[i].wr_id, std::memory_order_relaxed);
+        in_flight--;
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 fabric::RemoteRegion RegionServer::address() const {

@@ -11,8 +11,10 @@
 #define RKV_SERVER_REGION_SERVER_H_
 
 #include <cstdint>
+#include <atomic>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/fabric/fabric.h"
@@ -58,6 +60,24 @@ class RegionServer {
   // True when the region came from an existing file.
   bool recovered() const { return recovered_; }
 
+  // Registers the memory anew, under a new rkey and `generation` (the
+  // header too), and drops the old registration: once this returns, no
+  // request naming the old rkey touches the region. A replica group's
+  // members are fenced so before they are made to agree, so that no client
+  // of an older configuration can undo what that settles.
+  absl::Status Fence(uint64_t generation);
+  // Makes this copy fit to serve as its group's primary (TakeOver of this
+  // copy alone); with `wipe`, starts from a blank region first. Only while
+  // fenced.
+  absl::Status Settle(bool wipe);
+  // Copies the region whole (all but the header's identity) to each of
+  // `targets`, counting bytes into `copied`; Cancelled soon after *cancel
+  // is set. Only while fenced, and the targets too.
+  absl::Status Push(const std::vector<fabric::RemoteRegion>& targets,
+                    std::atomic<uint64_t>* copied, const std::atomic<bool>* cancel);
+  // Bytes one Push sends to each target.
+  uint64_t PushBytes() const;
+
   // Counts used slots and heap (a scan of the index: control plane only).
   RegionStats Stats() const;
   // Writes the region file back to disk (msync); no-op without a file.
@@ -68,9 +88,11 @@ class RegionServer {
   uint8_t* MemoryForTesting() const { return memory_; }
 
  private:
-  RegionServer() = default;
+  explicit RegionServer(fabric::Fabric& fabric) : fabric_(&fabric) {}
   absl::Status MapFile(const RegionServerOptions& options);
 
+  fabric::Fabric* fabric_;
+  std::string token_;
   layout::Layout layout_;
   uint8_t* memory_ = nullptr;  // mmap'ed, owned.
   uint64_t mapped_bytes_ = 0;

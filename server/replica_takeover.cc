@@ -38,7 +38,14 @@ absl::StatusOr<TakeoverStats> TakeOver(absl::Span<uint8_t* const> copies,
   uint8_t* const primary = copies[0];
   layout::ForEachSlot(layout, [&](uint64_t offset) {
     uint64_t word = Load(primary, offset);
-    if (!layout::IsCommitted(word)) word = 0;  // A tombstone (or garbage): empty.
+    // An intent (on a copy that was primary) takes effect: it is a decided
+    // write. A tombstone, a delete intent's trace on a backup, empties the
+    // slot; anything else (a claim not yet decided) was never a write.
+    if (layout::IsIntent(word)) {
+      word = layout::IntentTarget(word);
+    } else if (!layout::IsCommitted(word)) {
+      word = 0;
+    }
     if (word != 0) {
       const layout::Slot s = layout::Slot::Decode(word);
       const uint64_t bytes = layout::ClassBytes(s.size_class);
@@ -62,11 +69,17 @@ absl::StatusOr<TakeoverStats> TakeOver(absl::Span<uint8_t* const> copies,
       }
     }
   });
-  stats.heap_cursor = (heap_end + layout::kBlockAlign - 1) / layout::kBlockAlign *
-                      layout::kBlockAlign;
+  // A backup's cursor and free pool are never used (zero); a copy that was
+  // primary keeps its own.
+  stats.heap_cursor = std::max(Load(primary, layout::HeaderOffsets::kHeapCursor),
+                               (heap_end + layout::kBlockAlign - 1) / layout::kBlockAlign *
+                                   layout::kBlockAlign);
   for (uint8_t* copy : copies) {
     Store(copy, layout::HeaderOffsets::kHeapCursor, stats.heap_cursor);
-    for (int c = 1; c < 256; ++c) Store(copy, layout::FreePoolHeadOffset(static_cast<uint8_t>(c)), 0);
+    for (int c = 1; c < 256; ++c) {
+      const uint64_t head = layout::FreePoolHeadOffset(static_cast<uint8_t>(c));
+      Store(copy, head, Load(primary, head));
+    }
   }
   return stats;
 }

@@ -29,6 +29,11 @@ struct TakeoverStats {
 // write of unknown outcome may. The heap cursor, which only the old primary
 // counted, is set past every block a slot names; the free pool starts
 // empty (what the old primary's pool held is not used again).
+//
+// copies[0] may also be the primary itself (a group reconfiguring around a
+// lost backup): its intents take effect (each is a decided write), and it
+// keeps its heap cursor (or the end of the last named block, if further)
+// and its free pool.
 // InvalidArgument unless the copies share `layout`'s geometry.
 absl::StatusOr<TakeoverStats> TakeOver(absl::Span<uint8_t* const> copies,
                                        const layout::Layout& layout);

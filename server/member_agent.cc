@@ -1,0 +1,226 @@
+#include "server/member_agent.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+
+namespace rkv::server {
+namespace {
+
+// Usage (kvctl status) is counted by scanning the whole index: a few
+// percent of a core for a large region if done at every heartbeat, so it
+// is refreshed at most this often.
+constexpr absl::Duration kStatsEvery = absl::Seconds(2);
+
+proto::RegionStats ToProto(const RegionStats& s) {
+  proto::RegionStats p;
+  p.set_slots_total(s.slots_total);
+  p.set_slots_used(s.slots_used);
+  p.set_heap_bytes(s.heap_bytes);
+  p.set_heap_used(s.heap_used);
+  return p;
+}
+
+fabric::RemoteRegion FromProto(const proto::RegionDescriptor& r) {
+  return {{r.endpoint().address(), ""}, r.base_address(), r.length(), r.rkey()};
+}
+
+}  // namespace
+
+MemberAgent::MemberAgent(std::string id, std::string kind, RegionServer& region,
+                         CoordinatorStub& coord)
+    : id_(std::move(id)),
+      kind_(std::move(kind)),
+      region_(region),
+      coord_(coord),
+      recovered_(region.recovered()) {}
+
+MemberAgent::~MemberAgent() { StopPush(); }
+
+proto::RegionStats MemberAgent::FreshStats() {
+  if (absl::Now() - stats_at_ >= kStatsEvery) {
+    stats_ = ToProto(region_.Stats());
+    stats_at_ = absl::Now();
+  }
+  return stats_;
+}
+
+absl::Duration MemberAgent::RpcTimeout() const {
+  // Replicated, a heartbeat must not outlast the time left to renew the
+  // lease before this server fences itself.
+  return replicas_ > 1 ? std::min(absl::Seconds(2), lease_ / 8) : absl::Seconds(2);
+}
+
+void MemberAgent::StopPush() {
+  if (!pusher_.joinable()) return;
+  cancel_push_ = true;
+  pusher_.join();
+  cancel_push_ = false;
+}
+
+void MemberAgent::Fence(const char* why) {
+  StopPush();  // It writes from the registration that goes.
+  const uint64_t generation =
+      std::max(region_.generation() + 1, static_cast<uint64_t>(absl::ToUnixMillis(absl::Now())));
+  if (absl::Status s = region_.Fence(generation); !s.ok()) {
+    // Serving on under the old rkey would let a fenced-out client in.
+    RKV_LOG(FATAL) << "cannot fence the region (" << why << "): " << s;
+  }
+  RKV_LOG(INFO) << "fenced the region (" << why << "): generation " << generation;
+  registered_ = false;
+  recovered_ = true;  // Same memory, new rkey.
+}
+
+void MemberAgent::StartPush(const proto::PushOrder& order) {
+  if (order.group() == push_group_ && order.config() == push_config_) return;  // Under way.
+  StopPush();
+  push_group_ = order.group();
+  push_config_ = order.config();
+  push_copied_ = 0;
+  push_done_ = false;
+  push_error_.clear();
+  std::vector<fabric::RemoteRegion> targets;
+  std::string names;
+  for (const proto::ServerInfo& t : order.targets()) {
+    targets.push_back(FromProto(t.region()));
+    absl::StrAppend(&names, names.empty() ? "" : ",", t.id());
+  }
+  push_total_ = region_.PushBytes() * targets.size();
+  RKV_LOG(INFO) << "group " << order.group() << " config " << order.config() << ": settling"
+                << (order.wipe() ? " a blank region" : " this copy")
+                << (targets.empty() ? "" : absl::StrCat(" and pushing it to ", names));
+  pusher_ = std::thread([this, targets = std::move(targets), wipe = order.wipe()] {
+    const absl::Time start = absl::Now();
+    absl::Status s = region_.Settle(wipe);
+    if (s.ok()) s = region_.Push(targets, &push_copied_, &cancel_push_);
+    if (!s.ok()) {
+      push_error_ = std::string(s.message());
+      RKV_LOG(WARNING) << "push for group " << push_group_ << " failed: " << s;
+    } else {
+      RKV_LOG(INFO) << "push for group " << push_group_ << " done: "
+                    << (push_copied_.load() >> 20) << " MiB in " << absl::Now() - start;
+    }
+    push_done_ = true;
+  });
+}
+
+grpc::Status MemberAgent::Exchange() {
+  grpc::ClientContext ctx;
+  coord_.Prepare(&ctx, RpcTimeout());
+  const absl::Time sent = absl::Now();
+  if (!registered_) {
+    proto::RegisterRequest req;
+    req.set_id(id_);
+    const fabric::RemoteRegion addr = region_.address();
+    proto::RegionDescriptor* d = req.mutable_region();
+    d->mutable_endpoint()->set_kind(kind_);
+    d->mutable_endpoint()->set_address(addr.endpoint.address);
+    d->set_base_address(addr.base);
+    d->set_length(addr.length);
+    d->set_rkey(addr.rkey);
+    d->set_generation(region_.generation());
+    *req.mutable_stats() = FreshStats();
+    req.set_recovered(recovered_);
+    proto::RegisterResponse resp;
+    grpc::Status s = coord_.stub().Register(&ctx, req, &resp);
+    if (!s.ok()) return s;
+    registered_ = true;
+    renewed_at_ = sent;
+    lease_ = absl::Milliseconds(resp.lease_ms());
+    replicas_ = std::max<uint32_t>(1, resp.replicas());
+    hurry_ = resp.hurry();
+    RKV_LOG(INFO) << "registered with " << coord_.address() << " (lease " << resp.lease_ms()
+                  << " ms, " << replicas_ << (replicas_ == 1 ? " copy" : " copies")
+                  << ", map epoch " << resp.epoch() << ")";
+    return s;
+  }
+  proto::HeartbeatRequest req;
+  req.set_id(id_);
+  req.set_generation(region_.generation());
+  *req.mutable_stats() = FreshStats();
+  if (!push_group_.empty()) {
+    proto::PushProgress* p = req.mutable_push();
+    p->set_group(push_group_);
+    p->set_config(push_config_);
+    p->set_copied_bytes(push_copied_.load());
+    p->set_copy_bytes(push_total_);
+    if (push_done_.load()) {
+      p->set_done(push_error_.empty());
+      p->set_error(push_error_);
+    }
+  }
+  proto::HeartbeatResponse resp;
+  grpc::Status s = coord_.stub().Heartbeat(&ctx, req, &resp);
+  if (s.error_code() == grpc::StatusCode::NOT_FOUND ||
+      s.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
+    RKV_LOG(INFO) << "coordinator does not know this registration; registering again";
+    registered_ = false;
+    return grpc::Status::OK;
+  }
+  if (!s.ok()) return s;
+  renewed_at_ = sent;
+  hurry_ = resp.hurry();
+  if (resp.fence()) {
+    Fence("ordered by the coordinator");
+  } else if (resp.has_push()) {
+    StartPush(resp.push());
+  } else if (push_done_.load() && !push_group_.empty()) {
+    // The order is gone: the group serves (or moved on).
+    StopPush();
+    push_group_.clear();
+    push_config_ = 0;
+  }
+  return s;
+}
+
+absl::Status MemberAgent::Run(const volatile std::sig_atomic_t* stop) {
+  bool reported_outage = false;
+  while (!*stop) {
+    const bool was_registered = registered_;
+    grpc::Status s = Exchange();
+    if (s.ok()) {
+      if (reported_outage) RKV_LOG(INFO) << "coordinator " << coord_.address() << " reachable again";
+      reported_outage = false;
+    } else if (s.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
+               s.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
+      return FromGrpc(s, "coordinator refused this server");
+    } else if (!reported_outage) {
+      RKV_LOG(WARNING) << "coordinator " << coord_.address() << ": " << s.error_message()
+                       << "; still serving, retrying";
+      reported_outage = true;
+    }
+    // Register again at once after a fence or a refused heartbeat.
+    if (!registered_ && was_registered) continue;
+    const absl::Duration interval =
+        !registered_ ? absl::Milliseconds(500)
+        : hurry_     ? absl::Milliseconds(20)
+                     : std::max(absl::Milliseconds(50), lease_ / (replicas_ > 1 ? 4 : 3));
+    const absl::Time until = absl::Now() + interval;
+    const bool pushing = pusher_.joinable() && !push_done_.load();
+    while (!*stop && absl::Now() < until) {
+      if (pushing && push_done_.load()) break;  // Report it at once.
+      // Replicated: past three quarters of the lease unrenewed, the
+      // coordinator may be about to give the group to the other members.
+      if (replicas_ > 1 && registered_ && absl::Now() > renewed_at_ + lease_ * 3 / 4) {
+        Fence("the lease could not be renewed");
+        break;
+      }
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+  }
+  StopPush();
+  if (registered_) {
+    grpc::ClientContext ctx;
+    coord_.Prepare(&ctx, absl::Seconds(1));
+    proto::DeregisterRequest dr;
+    dr.set_id(id_);
+    dr.set_generation(region_.generation());
+    proto::DeregisterResponse resp;
+    (void)coord_.stub().Deregister(&ctx, dr, &resp);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace rkv::server

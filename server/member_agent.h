@@ -1,0 +1,73 @@
+// A kvserver's side of membership: registers its region with the
+// coordinator, renews its lease with heartbeats (reporting usage), and
+// carries out what the coordinator orders for its replica group — fence
+// (register anew under a new rkey) and push (settle this copy, then copy it
+// whole to the group's other members, on a thread of its own, reporting
+// progress with each heartbeat). In a replicated cluster it also fences the
+// region itself when it cannot renew its lease in time: by then the
+// coordinator may have given the group to the other members, and a client
+// still reaching this copy must not read or write it.
+#ifndef RKV_SERVER_MEMBER_AGENT_H_
+#define RKV_SERVER_MEMBER_AGENT_H_
+
+#include <atomic>
+#include <csignal>
+#include <string>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "proto/coordinator_stub.h"
+#include "server/region_server.h"
+
+namespace rkv::server {
+
+class MemberAgent {
+ public:
+  MemberAgent(std::string id, std::string kind, RegionServer& region, CoordinatorStub& coord);
+  ~MemberAgent();
+
+  // Runs until *stop is set, then deregisters. An error when the
+  // coordinator refuses this server for good (wrong token, bad request).
+  absl::Status Run(const volatile std::sig_atomic_t* stop);
+
+ private:
+  // One register or heartbeat exchange.
+  grpc::Status Exchange();
+  void Fence(const char* why);
+  void StartPush(const proto::PushOrder& order);
+  void StopPush();
+  proto::RegionStats FreshStats();
+  absl::Duration RpcTimeout() const;
+
+  const std::string id_;
+  const std::string kind_;
+  RegionServer& region_;
+  CoordinatorStub& coord_;
+
+  bool registered_ = false;
+  bool recovered_;  // What the next registration reports.
+  uint32_t replicas_ = 1;
+  absl::Duration lease_ = absl::Seconds(3);
+  // When the last heartbeat that renewed the lease was sent: the lease
+  // holds until then + lease_ at the coordinator, which heard it later.
+  absl::Time renewed_at_ = absl::InfinitePast();
+  // The coordinator wants the next heartbeat soon (a reconfiguration).
+  bool hurry_ = false;
+  proto::RegionStats stats_;
+  absl::Time stats_at_ = absl::InfinitePast();
+
+  // The push under way or last finished, for the order of (group, config).
+  std::thread pusher_;
+  std::string push_group_;
+  uint64_t push_config_ = 0;
+  std::atomic<uint64_t> push_copied_{0};
+  uint64_t push_total_ = 0;
+  std::atomic<bool> push_done_{false};
+  std::atomic<bool> cancel_push_{false};
+  std::string push_error_;  // Written by the pusher before push_done_.
+};
+
+}  // namespace rkv::server
+
+#endif  // RKV_SERVER_MEMBER_AGENT_H_

@@ -1,0 +1,296 @@
+#include "server/replica_groups.h"
+
+#include <algorithm>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/logging.h"
+
+namespace rkv::server {
+namespace {
+
+const ServerView* View(const std::map<std::string, ServerView>& servers, const std::string& id) {
+  auto it = servers.find(id);
+  return it == servers.end() ? nullptr : &it->second;
+}
+
+bool Contains(const std::vector<std::string>& v, const std::string& id) {
+  return std::find(v.begin(), v.end(), id) != v.end();
+}
+
+}  // namespace
+
+void ReplicaGroups::Load(const proto::ClusterMap& map) {
+  groups_.assign(map.groups().begin(), map.groups().end());
+  next_group_ = std::max<uint64_t>(1, map.next_group());
+}
+
+void ReplicaGroups::Save(proto::ClusterMap* map) const {
+  map->set_replicas(replicas_);
+  map->set_next_group(next_group_);
+  map->clear_groups();
+  for (const proto::ReplicaGroup& g : groups_) *map->add_groups() = g;
+}
+
+proto::ReplicaGroup* ReplicaGroups::Find(const std::string& group_id) {
+  for (proto::ReplicaGroup& g : groups_) {
+    if (g.id() == group_id) return &g;
+  }
+  return nullptr;
+}
+
+bool ReplicaGroups::Update(const std::map<std::string, ServerView>& servers) {
+  if (replicas_ <= 1) return UpdateSingle(servers);
+  bool changed = false;
+  for (proto::ReplicaGroup& g : groups_) {
+    switch (g.state()) {
+      case proto::GROUP_STATE_SERVING: changed |= UpdateServing(g, servers); break;
+      case proto::GROUP_STATE_RECONFIGURING: changed |= UpdateReconfig(g, servers); break;
+      default: changed |= UpdateLost(g, servers); break;
+    }
+  }
+  // A group forming whose members all went away is dropped: it never
+  // placed a key.
+  const size_t before = groups_.size();
+  std::erase_if(groups_, [](const proto::ReplicaGroup& g) { return g.members().empty(); });
+  changed |= groups_.size() != before;
+  changed |= PlaceSpares(servers);
+  return changed;
+}
+
+bool ReplicaGroups::UpdateSingle(const std::map<std::string, ServerView>& servers) {
+  // One copy: a group per server, named after it, serving while it is up.
+  std::vector<proto::ReplicaGroup> next;
+  for (const auto& [id, s] : servers) {
+    proto::ReplicaGroup& g = next.emplace_back();
+    g.set_id(id);
+    g.add_members(id);
+    g.add_generations(s.generation);
+    g.set_state(s.up ? proto::GROUP_STATE_SERVING : proto::GROUP_STATE_LOST);
+    g.set_config(1);
+    g.set_region_bytes(s.region_bytes);
+  }
+  bool changed = next.size() != groups_.size();
+  for (size_t i = 0; !changed && i < next.size(); ++i) {
+    changed = next[i].SerializeAsString() != groups_[i].SerializeAsString();
+  }
+  groups_ = std::move(next);
+  return changed;
+}
+
+void ReplicaGroups::StartReconfig(proto::ReplicaGroup& g, std::vector<std::string> members,
+                                  std::vector<std::string> joining,
+                                  const std::map<std::string, ServerView>& servers) {
+  g.set_state(proto::GROUP_STATE_RECONFIGURING);
+  g.set_config(g.config() + 1);
+  g.clear_members();
+  g.clear_generations();
+  for (const std::string& m : members) {
+    g.add_members(m);
+    const ServerView* s = View(servers, m);
+    g.add_generations(s == nullptr ? 0 : s->generation);  // Fenced once above this.
+  }
+  g.clear_joining();
+  for (const std::string& j : joining) g.add_joining(j);
+  g.set_copied_bytes(0);
+  g.set_copy_bytes(0);
+  RKV_LOG(INFO) << "group " << g.id() << " reconfigures (config " << g.config()
+                << "): members " << absl::StrJoin(g.members(), ",")
+                << (g.joining().empty() ? "" : absl::StrCat(", copying in ",
+                                                            absl::StrJoin(g.joining(), ",")))
+                << (g.forming() ? " (new group)" : "");
+}
+
+bool ReplicaGroups::UpdateServing(proto::ReplicaGroup& g,
+                                  const std::map<std::string, ServerView>& servers) {
+  std::vector<std::string> survivors;
+  bool intact = true;
+  for (int i = 0; i < g.members_size(); ++i) {
+    const ServerView* s = View(servers, g.members(i));
+    const bool same = s != nullptr && s->up && s->generation == g.generations(i);
+    intact &= same;
+    // Back under a new generation with its region: its copy counts, but
+    // must agree with the others again (a write may have been half done).
+    if (same || (s != nullptr && s->up && s->recovered)) survivors.push_back(g.members(i));
+  }
+  if (intact) return false;
+  if (survivors.empty()) {
+    g.set_state(proto::GROUP_STATE_LOST);
+    RKV_LOG(WARNING) << "group " << g.id() << " lost every copy (members "
+                     << absl::StrJoin(g.members(), ",") << "); unavailable until one "
+                     << "returns with its region";
+    return true;
+  }
+  StartReconfig(g, std::move(survivors), {}, servers);
+  return true;
+}
+
+bool ReplicaGroups::UpdateLost(proto::ReplicaGroup& g,
+                               const std::map<std::string, ServerView>& servers) {
+  std::vector<std::string> back;
+  for (const std::string& m : g.members()) {
+    const ServerView* s = View(servers, m);
+    if (s != nullptr && s->up && s->recovered) back.push_back(m);
+  }
+  if (back.empty()) return false;
+  StartReconfig(g, std::move(back), {}, servers);
+  return true;
+}
+
+bool ReplicaGroups::UpdateReconfig(proto::ReplicaGroup& g,
+                                   const std::map<std::string, ServerView>& servers) {
+  std::vector<std::string> kept, joining;
+  bool dropped = false;
+  for (int i = 0; i < g.members_size(); ++i) {
+    const ServerView* s = View(servers, g.members(i));
+    // Down, or registered blank since the reconfiguration began.
+    const bool lost = s == nullptr || !s->up || (s->generation > g.generations(i) && !s->recovered);
+    dropped |= lost;
+    if (!lost) kept.push_back(g.members(i));
+  }
+  if (!dropped) return false;
+  // Without the pusher, members being copied in may hold half a copy.
+  const bool pusher_lost = kept.empty() || kept.front() != g.members(0);
+  std::vector<std::string> survivors;
+  for (const std::string& m : kept) {
+    const bool copied_in = Contains({g.joining().begin(), g.joining().end()}, m);
+    if (copied_in && pusher_lost && !g.forming()) continue;
+    survivors.push_back(m);
+    if (copied_in) joining.push_back(m);
+  }
+  if (survivors.empty()) {
+    if (g.forming()) {
+      g.clear_members();  // Dropped by Update.
+    } else {
+      g.set_state(proto::GROUP_STATE_LOST);
+    }
+    return true;
+  }
+  StartReconfig(g, std::move(survivors), std::move(joining), servers);
+  return true;
+}
+
+std::vector<std::string> ReplicaGroups::Spares(const std::map<std::string, ServerView>& servers,
+                                               uint64_t region_bytes) const {
+  std::set<std::string> placed;
+  for (const proto::ReplicaGroup& g : groups_) placed.insert(g.members().begin(), g.members().end());
+  std::vector<std::string> out;
+  for (const auto& [id, s] : servers) {
+    if (s.up && !placed.contains(id) && (region_bytes == 0 || s.region_bytes == region_bytes)) {
+      out.push_back(id);
+    }
+  }
+  return out;
+}
+
+bool ReplicaGroups::PlaceSpares(const std::map<std::string, ServerView>& servers) {
+  bool changed = false;
+  // Groups short of copies first, each taking one spare at a time.
+  for (proto::ReplicaGroup& g : groups_) {
+    if (g.state() != proto::GROUP_STATE_SERVING || g.members_size() >= int(replicas_)) continue;
+    std::vector<std::string> spares = Spares(servers, g.region_bytes());
+    if (spares.empty()) continue;
+    std::vector<std::string> members(g.members().begin(), g.members().end());
+    members.push_back(spares.front());
+    StartReconfig(g, std::move(members), {spares.front()}, servers);
+    changed = true;
+  }
+  // Then new groups, of R spares with one region size.
+  for (;;) {
+    std::map<uint64_t, std::vector<std::string>> by_size;
+    for (const std::string& id : Spares(servers, 0)) {
+      by_size[View(servers, id)->region_bytes].push_back(id);
+    }
+    auto it = std::find_if(by_size.begin(), by_size.end(),
+                           [&](const auto& e) { return e.second.size() >= replicas_; });
+    if (it == by_size.end()) break;
+    it->second.resize(replicas_);
+    proto::ReplicaGroup& g = groups_.emplace_back();
+    g.set_id(absl::StrCat("g", next_group_++));
+    g.set_region_bytes(it->first);
+    g.set_forming(true);
+    StartReconfig(g, it->second, it->second, servers);
+    changed = true;
+  }
+  return changed;
+}
+
+bool ReplicaGroups::AllFenced(const proto::ReplicaGroup& g,
+                              const std::map<std::string, ServerView>& servers) const {
+  for (int i = 0; i < g.members_size(); ++i) {
+    const ServerView* s = View(servers, g.members(i));
+    if (s == nullptr || s->generation <= g.generations(i)) return false;
+  }
+  return true;
+}
+
+bool ReplicaGroups::MustFence(const std::string& id, uint64_t generation) const {
+  for (const proto::ReplicaGroup& g : groups_) {
+    if (g.state() != proto::GROUP_STATE_RECONFIGURING) continue;
+    for (int i = 0; i < g.members_size(); ++i) {
+      if (g.members(i) == id) return generation <= g.generations(i);
+    }
+  }
+  return false;
+}
+
+bool ReplicaGroups::Reconfiguring(const std::string& id) const {
+  for (const proto::ReplicaGroup& g : groups_) {
+    if (g.state() == proto::GROUP_STATE_RECONFIGURING &&
+        std::find(g.members().begin(), g.members().end(), id) != g.members().end()) {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::optional<proto::PushOrder> ReplicaGroups::PushFor(
+    const std::string& id, const std::map<std::string, ServerView>& servers) const {
+  for (const proto::ReplicaGroup& g : groups_) {
+    if (g.state() != proto::GROUP_STATE_RECONFIGURING || g.members(0) != id ||
+        !AllFenced(g, servers)) {
+      continue;
+    }
+    proto::PushOrder order;
+    order.set_group(g.id());
+    order.set_config(g.config());
+    order.set_wipe(g.forming());
+    for (int i = 1; i < g.members_size(); ++i) order.add_targets()->set_id(g.members(i));
+    return order;
+  }
+  return std::nullopt;
+}
+
+bool ReplicaGroups::OnProgress(const std::string& id, const proto::PushProgress& p,
+                               const std::map<std::string, ServerView>& servers) {
+  proto::ReplicaGroup* g = Find(p.group());
+  if (g == nullptr || g->state() != proto::GROUP_STATE_RECONFIGURING ||
+      g->config() != p.config() || g->members(0) != id) {
+    return false;  // A report of an order that no longer stands.
+  }
+  if (!p.error().empty()) {
+    RKV_LOG(WARNING) << "group " << g->id() << ": the push from " << id
+                     << " failed: " << p.error() << "; starting over";
+    StartReconfig(*g, {g->members().begin(), g->members().end()},
+                  {g->joining().begin(), g->joining().end()}, servers);
+    return true;
+  }
+  const bool progressed = g->copied_bytes() != p.copied_bytes();
+  g->set_copied_bytes(p.copied_bytes());
+  g->set_copy_bytes(p.copy_bytes());
+  // Done, and every member still registered as it was when fenced: the
+  // copies agree.
+  if (!p.done() || !AllFenced(*g, servers)) return progressed;
+  g->set_state(proto::GROUP_STATE_SERVING);
+  g->set_forming(false);
+  g->clear_joining();
+  g->clear_generations();
+  for (const std::string& m : g->members()) g->add_generations(View(servers, m)->generation);
+  RKV_LOG(INFO) << "group " << g->id() << " serves (config " << g->config() << ") on "
+                << absl::StrJoin(g->members(), ",");
+  return true;
+}
+
+}  // namespace rkv::server

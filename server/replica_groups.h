@@ -1,0 +1,92 @@
+// The coordinator's replica groups: which servers hold the copies of which
+// region, and the reconfigurations that keep R copies when servers are lost
+// or join. Pure bookkeeping, driven by the coordinator under its lock; the
+// servers carry the orders out (fence, push) and report back.
+//
+// A group's life: SERVING while every member holds the copy it had when the
+// group last agreed (same generation). A member lost (down, or back without
+// its region) or restarted starts a reconfiguration of the members left:
+// each is fenced (registers anew under a new rkey, so no request of a
+// client of the old configuration lands any more), then the first settles
+// its copy and pushes it whole to the others, and the group serves again.
+// A group short of copies takes a spare server (up, in no group, same
+// region size) the same way; R spares with no group to join form a new
+// group. With one copy per group (R = 1) groups are the servers themselves
+// and none of this runs.
+#ifndef RKV_SERVER_REPLICA_GROUPS_H_
+#define RKV_SERVER_REPLICA_GROUPS_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "rkv/coordinator.pb.h"
+
+namespace rkv::server {
+
+// What the groups need to know of a server.
+struct ServerView {
+  bool up = false;
+  uint64_t generation = 0;
+  uint64_t region_bytes = 0;
+  // Its current registration kept the region's contents (a reopened region
+  // file, or a fence), rather than starting blank.
+  bool recovered = false;
+};
+
+class ReplicaGroups {
+ public:
+  explicit ReplicaGroups(uint32_t replicas) : replicas_(replicas) {}
+
+  uint32_t replicas() const { return replicas_; }
+  // Restores the groups of a saved map. A group that was reconfiguring
+  // starts its reconfiguration again.
+  void Load(const proto::ClusterMap& map);
+  // Writes the groups (and what Load needs) into `map`.
+  void Save(proto::ClusterMap* map) const;
+
+  // Re-evaluates every group against the servers, starting, advancing or
+  // abandoning reconfigurations; true when anything changed.
+  bool Update(const std::map<std::string, ServerView>& servers);
+
+  // Orders for server `id`, registered under `generation`: whether it must
+  // fence itself, and the push it must carry out (targets by id; the caller
+  // fills in their regions).
+  bool MustFence(const std::string& id, uint64_t generation) const;
+  // Whether `id` is a member of a group that is reconfiguring.
+  bool Reconfiguring(const std::string& id) const;
+  std::optional<proto::PushOrder> PushFor(const std::string& id,
+                                          const std::map<std::string, ServerView>& servers) const;
+  // A push's progress, reported by `id`; true when anything changed.
+  bool OnProgress(const std::string& id, const proto::PushProgress& progress,
+                  const std::map<std::string, ServerView>& servers);
+
+  const std::vector<proto::ReplicaGroup>& groups() const { return groups_; }
+
+ private:
+  void StartReconfig(proto::ReplicaGroup& g, std::vector<std::string> members,
+                     std::vector<std::string> joining,
+                     const std::map<std::string, ServerView>& servers);
+  bool UpdateServing(proto::ReplicaGroup& g, const std::map<std::string, ServerView>& servers);
+  bool UpdateReconfig(proto::ReplicaGroup& g, const std::map<std::string, ServerView>& servers);
+  bool UpdateLost(proto::ReplicaGroup& g, const std::map<std::string, ServerView>& servers);
+  bool UpdateSingle(const std::map<std::string, ServerView>& servers);
+  // Servers up and in no group, by id; of `region_bytes` unless 0.
+  std::vector<std::string> Spares(const std::map<std::string, ServerView>& servers,
+                                  uint64_t region_bytes) const;
+  // Adds spares to groups short of copies, and forms new groups of them.
+  bool PlaceSpares(const std::map<std::string, ServerView>& servers);
+  bool AllFenced(const proto::ReplicaGroup& g,
+                 const std::map<std::string, ServerView>& servers) const;
+  proto::ReplicaGroup* Find(const std::string& group_id);
+
+  const uint32_t replicas_;
+  std::vector<proto::ReplicaGroup> groups_;
+  uint64_t next_group_ = 1;
+};
+
+}  // namespace rkv::server
+
+#endif  // RKV_SERVER_REPLICA_GROUPS_H_
