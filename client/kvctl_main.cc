@@ -90,7 +90,8 @@ int Status(rkv::CoordinatorStub& coord) {
     for (int i = 0; i < map.groups_size(); ++i) {
       const auto& g = map.groups(i);
       std::cout << (i ? ", " : "") << "{\"id\": \"" << JsonEscape(g.id()) << "\", \"state\": \""
-                << GroupStateName(g.state()) << "\", \"config\": " << g.config()
+                << GroupStateName(g.state()) << "\", \"copies\": " << g.members_size()
+                << ", \"config\": " << g.config()
                 << ", \"members\": [";
       for (int m = 0; m < g.members_size(); ++m) {
         std::cout << (m ? ", " : "") << "\"" << JsonEscape(g.members(m)) << "\"";

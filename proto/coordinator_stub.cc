@@ -6,8 +6,15 @@ namespace rkv {
 
 CoordinatorStub::CoordinatorStub(const std::string& address, std::string token)
     : address_(address), token_(std::move(token)) {
+  // After a coordinator restart, reconnect within a fraction of a lease:
+  // gRPC's default backoff grows to minutes, and a server of a replicated
+  // cluster that fenced itself meanwhile waits for it to register again.
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 500);
   stub_ = proto::Coordinator::NewStub(
-      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+      grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
 }
 
 void CoordinatorStub::Prepare(grpc::ClientContext* ctx, absl::Duration timeout) const {

@@ -11,8 +11,8 @@
 #   scripts/cluster.sh kill ID|kvcoord     kill -9, and wait until it is gone
 #   scripts/cluster.sh wait ID up|down     wait (30 s at most) until the map says so
 #   scripts/cluster.sh wait-serving [N]    wait (30 s at most) until N replica groups
-#                                          (default: servers / RKV_REPLICAS) serve and
-#                                          none is reconfiguring
+#                                          (default: servers / RKV_REPLICAS) serve with
+#                                          all their copies and none is reconfiguring
 #
 # RKV_CLUSTER_DIR (default /tmp/rkv-cluster) holds region files, logs, pids
 # and the cluster token. The coordinator listens on 127.0.0.1:7400, where
@@ -81,7 +81,7 @@ wait_map() {  # $1: state, $2: at least this many servers in it, $3: server id (
   done
 }
 
-# Replica groups serving, and whether one is reconfiguring.
+# Replica groups serving with all their copies; 0 while one is reconfiguring.
 groups_serving() {
   local json
   json=$("$bin/kvctl" status --json --coordinator="$coordinator" --token_file="$dir/token" 2>/dev/null) || {
@@ -89,7 +89,7 @@ groups_serving() {
     return
   }
   if grep -q '"state": "reconfiguring"' <<<"$json"; then echo 0; return; fi
-  grep -o '"state": "serving"' <<<"$json" | wc -l
+  grep -o "\"state\": \"serving\", \"copies\": $replicas," <<<"$json" | wc -l
 }
 
 wait_serving() {  # $1: at least this many groups serving, none reconfiguring

@@ -48,9 +48,11 @@ proto::RegionStats MemberAgent::FreshStats() {
 }
 
 absl::Duration MemberAgent::RpcTimeout() const {
-  // Replicated, a heartbeat must not outlast the time left to renew the
-  // lease before this server fences itself.
-  return replicas_ > 1 ? std::min(absl::Seconds(2), lease_ / 8) : absl::Seconds(2);
+  // Replicated, a heartbeat must not outlast the lease: one sent before
+  // three quarters of it passed unrenewed returns (and this server
+  // fences itself) before the coordinator can declare it lost.
+  return replicas_ > 1 && registered_ ? std::min(absl::Seconds(2), lease_ / 4)
+                                      : absl::Seconds(2);
 }
 
 void MemberAgent::StopPush() {

@@ -117,23 +117,36 @@ bool ReplicaGroups::UpdateServing(proto::ReplicaGroup& g,
   }
   if (intact) return false;
   if (survivors.empty()) {
-    g.set_state(proto::GROUP_STATE_LOST);
-    RKV_LOG(WARNING) << "group " << g.id() << " lost every copy (members "
-                     << absl::StrJoin(g.members(), ",") << "); unavailable until one "
-                     << "returns with its region";
+    Lose(g);
     return true;
   }
   StartReconfig(g, std::move(survivors), {}, servers);
   return true;
 }
 
-bool ReplicaGroups::UpdateLost(proto::ReplicaGroup& g,
-                               const std::map<std::string, ServerView>& servers) {
+std::vector<std::string> ReplicaGroups::Returned(
+    const proto::ReplicaGroup& g, const std::map<std::string, ServerView>& servers) {
   std::vector<std::string> back;
-  for (const std::string& m : g.members()) {
+  for (const std::string& m : g.serving()) {
     const ServerView* s = View(servers, m);
     if (s != nullptr && s->up && s->recovered) back.push_back(m);
   }
+  return back;
+}
+
+void ReplicaGroups::Lose(proto::ReplicaGroup& g) {
+  g.set_state(proto::GROUP_STATE_LOST);
+  g.clear_members();
+  for (const std::string& m : g.serving()) g.add_members(m);
+  g.clear_joining();
+  RKV_LOG(WARNING) << "group " << g.id() << " has no copy up (it last served on "
+                   << absl::StrJoin(g.serving(), ",") << "); unavailable until one of them "
+                   << "returns with its region";
+}
+
+bool ReplicaGroups::UpdateLost(proto::ReplicaGroup& g,
+                               const std::map<std::string, ServerView>& servers) {
+  std::vector<std::string> back = Returned(g, servers);
   if (back.empty()) return false;
   StartReconfig(g, std::move(back), {}, servers);
   return true;
@@ -160,13 +173,19 @@ bool ReplicaGroups::UpdateReconfig(proto::ReplicaGroup& g,
     survivors.push_back(m);
     if (copied_in) joining.push_back(m);
   }
-  if (survivors.empty()) {
-    if (g.forming()) {
-      g.clear_members();  // Dropped by Update.
-    } else {
-      g.set_state(proto::GROUP_STATE_LOST);
-    }
+  if (survivors.empty() && g.forming()) {
+    g.clear_members();  // Dropped by Update.
     return true;
+  }
+  if (survivors.empty()) {
+    // Nothing has served since the last configuration that did: any of
+    // its members back with its region will do.
+    survivors = Returned(g, servers);
+    if (survivors.empty()) {
+      Lose(g);
+      return true;
+    }
+    joining.clear();
   }
   StartReconfig(g, std::move(survivors), std::move(joining), servers);
   return true;
@@ -197,7 +216,16 @@ bool ReplicaGroups::PlaceSpares(const std::map<std::string, ServerView>& servers
     StartReconfig(g, std::move(members), {spares.front()}, servers);
     changed = true;
   }
-  // Then new groups, of R spares with one region size.
+  // Then new groups, of R spares with one region size — only while every
+  // group serves with all its copies: a spare is first of all a group's
+  // next copy, and a group being repaired may need it next. (A new group
+  // takes over some keys from the others, and does not copy them: adding
+  // servers is a deliberate act, as with one copy.)
+  for (const proto::ReplicaGroup& g : groups_) {
+    if (g.state() != proto::GROUP_STATE_SERVING || g.members_size() < int(replicas_)) {
+      return changed;
+    }
+  }
   for (;;) {
     std::map<uint64_t, std::vector<std::string>> by_size;
     for (const std::string& id : Spares(servers, 0)) {
@@ -286,6 +314,8 @@ bool ReplicaGroups::OnProgress(const std::string& id, const proto::PushProgress&
   g->set_state(proto::GROUP_STATE_SERVING);
   g->set_forming(false);
   g->clear_joining();
+  g->clear_serving();
+  for (const std::string& m : g->members()) g->add_serving(m);
   g->clear_generations();
   for (const std::string& m : g->members()) g->add_generations(View(servers, m)->generation);
   RKV_LOG(INFO) << "group " << g->id() << " serves (config " << g->config() << ") on "

@@ -73,6 +73,12 @@ class ReplicaGroups {
   bool UpdateReconfig(proto::ReplicaGroup& g, const std::map<std::string, ServerView>& servers);
   bool UpdateLost(proto::ReplicaGroup& g, const std::map<std::string, ServerView>& servers);
   bool UpdateSingle(const std::map<std::string, ServerView>& servers);
+  // Members of the last serving configuration that are back with their
+  // regions.
+  static std::vector<std::string> Returned(const proto::ReplicaGroup& g,
+                                           const std::map<std::string, ServerView>& servers);
+  // No copy is up: the group waits for one of its last serving members.
+  static void Lose(proto::ReplicaGroup& g);
   // Servers up and in no group, by id; of `region_bytes` unless 0.
   std::vector<std::string> Spares(const std::map<std::string, ServerView>& servers,
                                   uint64_t region_bytes) const;

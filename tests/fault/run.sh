@@ -21,6 +21,7 @@
 #   faults=N acked_writes=M keys_checked=K wrong_reads=W lost=L
 #
 #   tests/fault/run.sh [--quick | --long] [--deletes] [--bin=DIR] [--lose-region]
+#                      [--replicas=R [--lose-disk]]
 #
 # --quick (the default; ctest runs it with --deletes): one round of faults,
 # about 25 s.
@@ -28,12 +29,20 @@
 # and no read was wrong. --lose-region restarts s1 without its region file,
 # as a server without one would come back: the harness must then report
 # lost writes (ctest checks that it does).
+# RKV_FAULT_KEEP=1 keeps the cluster's folder (logs, region files).
+# --replicas=R (2 or 3): kvcoord --replicas=R, with R + 1 servers (one
+# group and a spare); after each fault the harness waits until every group
+# serves with R copies again. --lose-disk: every killed server loses its
+# region file before it comes back (it returns blank, as after a lost
+# disk, and is copied in again); nothing acknowledged may be lost.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 rounds=1
 bin=build/bin
 lose_region=0
+lose_disk=0
+replicas=1
 mix=(--workload=a)
 for arg in "$@"; do
   case "$arg" in
@@ -41,13 +50,22 @@ for arg in "$@"; do
     --long) rounds=10 ;;
     --bin=*) bin="${arg#*=}" ;;
     --lose-region) lose_region=1 ;;
+    --lose-disk) lose_disk=1 ;;
+    --replicas=*) replicas="${arg#*=}" ;;
     --deletes)
       mix=(--workload=a --read_proportion=0.4 --update_proportion=0.3 --insert_proportion=0.15
            --delete_proportion=0.15) ;;
-    -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run.sh: unknown argument '$arg' (try --help)" >&2; exit 2 ;;
   esac
 done
+[[ "$replicas" =~ ^[123]$ ]] || { echo "run.sh: --replicas must be 1, 2 or 3" >&2; exit 2; }
+if [ "$lose_disk" = 1 ] && [ "$replicas" = 1 ]; then
+  echo "run.sh: --lose-disk needs --replicas=2 or 3 (one copy cannot survive it: see --lose-region)" >&2
+  exit 2
+fi
+servers=3
+[ "$replicas" -gt 1 ] && servers=$((replicas + 1))
 bin="$(cd "$bin" && pwd)"
 export RKV_BIN="$bin"
 export RKV_CLUSTER_DIR="$(mktemp -d /tmp/rkv-fault.XXXXXX)"
@@ -56,15 +74,18 @@ port=$(proc_pick_ports 26000 30000)
 export RKV_COORDINATOR="127.0.0.1:$port"
 export RKV_LEASE_MS=600
 export RKV_SERVER_MEMORY=32MiB
+export RKV_REPLICAS="$replicas"
 dir="$RKV_CLUSTER_DIR"
 victim_pid=""
 load_pid=""
 cleanup() {
   [ -n "$victim_pid" ] && kill -9 "$victim_pid" 2>/dev/null || true
   [ -n "$load_pid" ] && kill -9 "$load_pid" 2>/dev/null || true
-  for s in s1 s2 s3; do [ -f "$dir/$s.pid" ] && kill -CONT "$(cat "$dir/$s.pid")" 2>/dev/null || true; done
+  for s in $(seq -f 's%g' 1 "$servers"); do
+    [ -f "$dir/$s.pid" ] && kill -CONT "$(cut -d' ' -f1 "$dir/$s.pid")" 2>/dev/null || true
+  done
   bash scripts/cluster.sh stop >/dev/null 2>&1 || true
-  rm -rf "$dir"
+  if [ -n "${RKV_FAULT_KEEP:-}" ]; then echo "logs kept in $dir"; else rm -rf "$dir"; fi
 }
 trap cleanup EXIT
 
@@ -73,8 +94,24 @@ faults=0
 pid_of() { cut -d' ' -f1 "$dir/$1.pid"; }
 # kill9 NAME: SIGKILL, then wait until the process is gone.
 kill9() { bash scripts/cluster.sh kill "$1"; }
+comeback="from its region file"
+[ "$lose_disk" = 1 ] && comeback="without its region file (a lost disk)"
+# restart ID: the server comes back (blank with --lose-disk).
+restart() {
+  if [ "$lose_disk" = 1 ]; then rm -f "$dir/$1.region"; fi
+  bash scripts/cluster.sh restart-server "$1"
+}
+# settle SECONDS: replicated, wait until every group serves with all its
+# copies again; otherwise give the cluster that long.
+settle() {
+  if [ "$replicas" -gt 1 ]; then
+    bash scripts/cluster.sh wait-serving 1
+  else
+    sleep "$1"
+  fi
+}
 
-bash scripts/cluster.sh start 3
+bash scripts/cluster.sh start "$servers"
 
 # The verifying load: every read checked, and with --deletes every
 # insert's and delete's answer too (an insert brings back a key the thread
@@ -102,34 +139,34 @@ for round in $(seq 1 "$rounds"); do
   victim_pid=""
   faults=$((faults + 1))
 
-  say "kill -9 of kvserver s1, restart from its region file"
+  say "kill -9 of kvserver s1, restart $comeback"
   kill9 s1
   faults=$((faults + 1))
   sleep 1.5
   if [ "$lose_region" = 1 ]; then rm -f "$dir/s1.region"; fi
-  bash scripts/cluster.sh restart-server s1
-  sleep 2
+  restart s1
+  settle 2
 
   say "SIGSTOP of kvserver s2 past its lease, then SIGCONT"
   kill -STOP "$(pid_of s2)"
   faults=$((faults + 1))
   sleep 1.8
   kill -CONT "$(pid_of s2)"
-  sleep 2
+  settle 2
 
   say "kill -9 of kvcoord, restart"
   kill9 kvcoord
   faults=$((faults + 1))
   sleep 1
   bash scripts/cluster.sh restart-coordinator
-  sleep 2
+  settle 2
 
-  say "kill -9 of kvserver s3, restart from its region file"
+  say "kill -9 of kvserver s3, restart $comeback"
   kill9 s3
   faults=$((faults + 1))
   sleep 1
-  bash scripts/cluster.sh restart-server s3
-  sleep 2.5
+  restart s3
+  settle 2.5
 done
 
 say "faults done; waiting for the load to finish and read everything back"
@@ -157,5 +194,6 @@ if [ "${#mix[@]}" -gt 1 ]; then
   echo "inserts=$(phase_field run acked_inserts) (already present $(phase_field run insert_exists))" \
     "deletes=$(phase_field run acked_deletes) (absent $(phase_field run delete_absent))"
 fi
+[ "$replicas" -gt 1 ] && bash scripts/cluster.sh status | sed -n '/copies of every key/,$p'
 echo "faults=$faults acked_writes=$acked keys_checked=$checked wrong_reads=$bad_reads lost=$lost"
 [ "$lost" = 0 ] && [ "$bad_reads" = 0 ] && [ "$unreadable" = 0 ] && [ "$checked" -gt 0 ]
