@@ -36,6 +36,9 @@ Options (--opt=VALUE or --opt VALUE):
   --repeat=1            run every setting N times, interleaved; the tables
                         show the medians (and the range of ops/s)
   --no-three-servers    leave out the rkv 3-server row
+  --replicas            add rkv rows with 2 and 3 copies of every key
+                        (kvcoord --replicas: 2 and 3 servers, one replica
+                        group each), for their cost against one copy
   --scaling             the scaling run (the default)
   --no-scaling          skip the scaling run
   --scaling-points="1x1 1x4 1x16 2x16 2x64"
@@ -64,6 +67,7 @@ threads=2
 outstanding=16
 repeat=1
 three=1
+replicas=0
 scaling=1
 scaling_points="1x1 1x4 1x16 2x16 2x64"
 scaling_duration=3s
@@ -76,6 +80,7 @@ while [ $# -gt 0 ]; do
   case "$arg" in
     -h|--help) usage; exit 0 ;;
     --no-three-servers) three=0; continue ;;
+    --replicas) replicas=1; continue ;;
     --scaling) scaling=1; continue ;;
     --no-scaling) scaling=0; continue ;;
     --no-build) build=0; continue ;;
@@ -198,22 +203,30 @@ coord1="127.0.0.1:$base"
 coord3="127.0.0.1:$((base + 1))"
 mc_port=$((base + 2))
 redis_port=$((base + 3))
+coord_r2="127.0.0.1:$((base + 4))"
+coord_r3="127.0.0.1:$((base + 5))"
 
-# start_cluster NAME N COORDINATOR MEMORY: scripts/cluster.sh's cluster of
-# N servers on the soft fabric, listening on 127.0.0.1 only; it returns
-# when the coordinator's map has every server up.
+# start_cluster NAME N COORDINATOR MEMORY [COPIES]: scripts/cluster.sh's
+# cluster of N servers on the soft fabric, listening on 127.0.0.1 only,
+# keeping COPIES (default 1) of every key; it returns when the
+# coordinator's map has every server up and every replica group serving.
 start_cluster() {
-  local dir="$work/$1"
+  local dir="$work/$1" copies="${5:-1}"
   mkdir -p "$dir"
   clusters+=("$dir")
-  echo "== starting rkv: kvcoord on $3 and $2 kvserver(s) of ${RKV_SERVER_MEMORY:-$4} each"
+  echo "== starting rkv: kvcoord on $3 and $2 kvserver(s) of ${RKV_SERVER_MEMORY:-$4} each, $copies $([ "$copies" = 1 ] && echo copy || echo copies) of every key"
   RKV_CLUSTER_DIR="$dir" RKV_COORDINATOR="$3" RKV_FABRIC=soft RKV_SERVER_LISTEN=127.0.0.1:0 \
-    RKV_SERVER_MEMORY="${RKV_SERVER_MEMORY:-$4}" bash scripts/cluster.sh start "$2"
+    RKV_SERVER_MEMORY="${RKV_SERVER_MEMORY:-$4}" RKV_REPLICAS="$copies" \
+    bash scripts/cluster.sh start "$2"
 }
 # Room for the records (about 1.1 KB each in the heap, three quarters of a
 # region) and inserts, with slack for the chunks clients hold.
 start_cluster rkv1 1 "$coord1" "$((records * 1500 / 1048576 + 96))MiB"
 [ "$three" = 0 ] || start_cluster rkv3 3 "$coord3" "$((records * 600 / 1048576 + 64))MiB"
+if [ "$replicas" = 1 ]; then
+  start_cluster rkvr2 2 "$coord_r2" "$((records * 1500 / 1048576 + 96))MiB" 2
+  start_cluster rkvr3 3 "$coord_r3" "$((records * 1500 / 1048576 + 96))MiB" 3
+fi
 
 echo "== starting memcached on 127.0.0.1:$mc_port ($max_threads worker threads) and redis-server on 127.0.0.1:$redis_port"
 memcached -l 127.0.0.1 -p "$mc_port" -U 0 -t "$max_threads" -m 4096 -u "$(id -un)" \
@@ -229,8 +242,11 @@ proc_wait_port "${pids[-1]}" "127.0.0.1:$redis_port" ||
 
 stores="rkv1 memcached redis"
 [ "$three" = 0 ] || stores="$stores rkv3"
+[ "$replicas" = 0 ] || stores="$stores rkvr2 rkvr3"
 address() {
   case "$1" in
+    rkvr2) echo "--driver=rkv --fabric=soft --coordinator=$coord_r2 --token_file=$work/rkvr2/token" ;;
+    rkvr3) echo "--driver=rkv --fabric=soft --coordinator=$coord_r3 --token_file=$work/rkvr3/token" ;;
     rkv1) echo "--driver=rkv --fabric=soft --coordinator=$coord1 --token_file=$work/rkv1/token" ;;
     rkv3) echo "--driver=rkv --fabric=soft --coordinator=$coord3 --token_file=$work/rkv3/token" ;;
     memcached) echo "--driver=memcached --memcached=127.0.0.1:$mc_port" ;;
@@ -308,6 +324,7 @@ cpu="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
 args="--workloads=\"$workloads\" --duration=$duration --records=$records --threads=$threads --outstanding=$outstanding"
 [ "$repeat" = 1 ] || args="$args --repeat=$repeat"
 [ "$three" = 1 ] || args="$args --no-three-servers"
+[ "$replicas" = 0 ] || args="$args --replicas"
 if [ "$scaling" = 1 ]; then
   args="$args --scaling-points=\"$scaling_points\" --scaling-duration=$scaling_duration --scaling-workload=$scaling_workload"
 else
@@ -317,7 +334,7 @@ fi
   echo "Measured $(date -u +%Y-%m-%d) on $(nproc) cores ($cpu), Linux $(uname -r), by"
   echo "\`scripts/bench.sh $args\`."
   echo "Every store on 127.0.0.1 with the same client threads and operations in flight: rkv on"
-  echo "its soft fabric (TCP), one kvserver (and three in the extra row); one memcached process"
+  echo "its soft fabric (TCP), one kvserver (and three in the extra row$([ "$replicas" = 0 ] || echo "; 2 and 3 servers keeping 2 and 3 copies of every key in the replica rows")); one memcached process"
   echo "(-t $max_threads); one Redis process. Latencies in microseconds$([ "$repeat" = 1 ] || echo ", medians of $repeat runs")."
 } >"$work/header"
 python3 scripts/lib/bench_report.py "$out" "$work/header"
@@ -326,6 +343,8 @@ label() {  # the chart's name of a store
   case "$1" in
     rkv1) echo "rkv, 1 server (soft fabric)" ;;
     rkv3) echo "rkv, 3 servers" ;;
+    rkvr2) echo "rkv, 2 copies" ;;
+    rkvr3) echo "rkv, 3 copies" ;;
     memcached) echo "memcached" ;;
     redis) echo "Redis" ;;
   esac

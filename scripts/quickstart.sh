@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and shows rkv at work on this machine:
-# a coordinator and three storage servers on loopback (soft fabric, regions
-# in files), YCSB workload A for ten seconds with kvbench, a server killed
-# with SIGKILL and brought back with its keys. Everything it starts, it
-# stops.
+# a coordinator and four storage servers on loopback (soft fabric, regions
+# in files) keeping three copies of every key, YCSB workload A for ten
+# seconds with kvbench, then the primary of the keys' replica group killed
+# with SIGKILL and its region file deleted (a lost disk): the other copies
+# serve, the spare server is copied in, and every record reads back.
+# Everything it starts, it stops.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,8 +20,9 @@ trap cleanup EXIT INT TERM
 kvctl() { build/bin/kvctl "$@"; }
 
 echo
-echo "== starting a local cluster: kvcoord + 3 kvservers (soft fabric, 127.0.0.1)"
-bash scripts/cluster.sh start 3
+export RKV_REPLICAS=3
+echo "== starting a local cluster: kvcoord + 4 kvservers (soft fabric, 127.0.0.1), 3 copies of every key"
+bash scripts/cluster.sh start 4
 kvctl status
 
 echo
@@ -31,21 +34,32 @@ echo
 echo "== YCSB workload A (50% reads, 50% updates, zipfian) for 10 s: kvbench, 2 threads x 16 in flight"
 build/bin/kvbench --workload=a --records=20000 --duration=10s --threads=2 --outstanding=16 --verify
 
-victim=$(kvctl status --json | grep -o '"id": "[^"]*"' | head -1 | cut -d'"' -f4)
+# The group's primary: the first of its members.
+victim=$(kvctl status --json | grep -o '"members": \["[^"]*"' | head -1 | cut -d'"' -f4)
 echo
-echo "== kill -9 of server $victim: the map marks it down, its keys are unavailable"
+echo "== kill -9 of $victim, the primary, and its region file deleted (a lost disk)"
 bash scripts/cluster.sh kill "$victim"
+rm -f "$RKV_CLUSTER_DIR/$victim.region"
+start=$(date +%s%N)
+deadline=$((SECONDS + 30))
+until kvctl get greeting >/dev/null 2>&1; do
+  [ "$SECONDS" -lt "$deadline" ] || { echo "quickstart: the keys did not come back" >&2; exit 1; }
+  sleep 0.05
+done
+echo "keys served again by the other copies after $(( ($(date +%s%N) - start) / 1000000 )) ms (lease 1500 ms)"
 bash scripts/cluster.sh wait "$victim" down
+bash scripts/cluster.sh wait-serving 1
+echo "the spare server has been copied in: three copies again"
 kvctl status
-echo
-echo "== $victim restarts from its region file; every key is back"
-bash scripts/cluster.sh restart-server "$victim"
-bash scripts/cluster.sh wait "$victim" up
-kvctl status
-kvctl get greeting
 # Reads back every record the workload wrote, checking each value.
 build/bin/kvbench --workload=c --phase=run --records=20000 --operations=20000 --verify --progress=false |
   grep -E '^\[run\]|^verify'
+
+echo
+echo "== $victim restarts without its region: a blank server, now the spare"
+bash scripts/cluster.sh restart-server "$victim"
+bash scripts/cluster.sh wait "$victim" up
+kvctl status
 
 echo
 echo "== stopping the cluster"

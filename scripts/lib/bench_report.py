@@ -17,10 +17,12 @@ from pathlib import Path
 LABELS = {
     "rkv1": "rkv, 1 server",
     "rkv3": "rkv, 3 servers",
+    "rkvr2": "rkv, 2 copies",
+    "rkvr3": "rkv, 3 copies",
     "memcached": "memcached",
     "redis": "Redis",
 }
-ORDER = ["rkv1", "memcached", "redis", "rkv3"]
+ORDER = ["rkv1", "memcached", "redis", "rkv3", "rkvr2", "rkvr3"]
 # The write operation of each workload, as kvbench's JSON names it.
 WRITE_OP = {"a": "update", "b": "update", "c": None, "d": "insert", "f": "rmw"}
 
