@@ -112,6 +112,8 @@ class ClusterClient final : public Client {
     DoneCallback on_done;
     bool retried = false;
     uint64_t needs_fetch = 0;  // A retry waits for this map fetch to end.
+    // Parked while its group reconfigures: failed if it does not serve by then.
+    absl::Time park_until = absl::InfiniteFuture();
   };
   // Operations are reused (their strings keep their capacity), so that one
   // costs no allocation here; a session's callback names its operation by
@@ -133,6 +135,7 @@ class ClusterClient final : public Client {
     op->on_done = std::move(on_done);
     op->retried = false;
     op->needs_fetch = 0;
+    op->park_until = absl::InfiniteFuture();
     return op;
   }
   void Recycle(OpPtr op) {
@@ -209,6 +212,9 @@ class ClusterClient final : public Client {
   }
 
   void Dispatch(OpPtr op);
+  // Operations parked on reconfiguring groups: dispatched again once their
+  // group serves, failed once they waited too long.
+  void Unpark();
   // Hands `op` to session `c`, retrying a failure where that is safe.
   void Submit(Client& c, OpPtr op);
   // A session finished `op` with `st`: retries it where that is safe, or
@@ -258,6 +264,8 @@ class ClusterClient final : public Client {
   uint64_t epoch_ = 0;
   bool warned_epoch_ = false;
   std::map<std::string, Group> groups_;
+  absl::Duration lease_ = absl::Seconds(3);  // The map's.
+  size_t parked_ = 0;  // Operations waiting for a group to serve again.
   std::vector<std::unique_ptr<Client>> draining_;
   std::deque<std::pair<OpPtr, absl::Status>> ready_;  // Failed, callbacks to run.
   std::deque<OpPtr> retries_;     // In order of needs_fetch.
@@ -289,6 +297,7 @@ void ClusterClient::Adopt(const proto::ClusterMap& map) {
     return;
   }
   epoch_ = map.epoch();
+  if (map.lease_ms() > 0) lease_ = absl::Milliseconds(map.lease_ms());
   std::map<std::string, proto::ServerInfo> servers;
   for (const proto::ServerInfo& info : map.servers()) servers[info.id()] = info;
   std::vector<proto::ReplicaGroup> groups(map.groups().begin(), map.groups().end());
@@ -394,6 +403,14 @@ void ClusterClient::Dispatch(OpPtr op) {
   SyncMap();
   Group* s = Route(op->key);
   if (s == nullptr) return Fail(std::move(op), absl::UnavailableError("the cluster map has no servers"));
+  if (s->info.state() == proto::GROUP_STATE_RECONFIGURING) {
+    // Its copies are being made to agree, which takes about a lease once
+    // it began: the operation waits for that rather than fail at once.
+    if (op->park_until == absl::InfiniteFuture()) op->park_until = absl::Now() + 2 * lease_;
+    s->waiting.push_back(std::move(op));
+    parked_++;
+    return;
+  }
   if (absl::Status serves = Serves(*s); !serves.ok()) return Fail(std::move(op), std::move(serves));
   if (s->client) return Submit(*s->client, std::move(op));
   s->waiting.push_back(std::move(op));
@@ -522,9 +539,44 @@ void ClusterClient::OnDone(Op* raw, Result result) {
   }
 }
 
+void ClusterClient::Unpark() {
+  if (parked_ == 0) return;
+  SyncMap();
+  const absl::Time now = absl::Now();
+  parked_ = 0;
+  for (auto& [id, g] : groups_) {
+    if (g.waiting.empty()) continue;
+    if (g.info.state() == proto::GROUP_STATE_RECONFIGURING) {
+      // Still reconfiguring: fail those that waited long enough.
+      std::deque<OpPtr> kept;
+      for (OpPtr& op : g.waiting) {
+        if (op->park_until > now) {
+          parked_ += op->park_until != absl::InfiniteFuture();
+          kept.push_back(std::move(op));
+        } else {
+          Fail(std::move(op), absl::UnavailableError(absl::StrCat(
+                                  "group ", id, ", which holds this key, is still reconfiguring after ",
+                                  absl::FormatDuration(2 * lease_))));
+        }
+      }
+      g.waiting = std::move(kept);
+    } else if (g.client) {
+      std::deque<OpPtr> ready = std::move(g.waiting);
+      g.waiting.clear();
+      for (OpPtr& op : ready) Submit(*g.client, std::move(op));
+    } else if (!g.connecting) {
+      // It serves again (or is down): the operations go where the map says.
+      for (OpPtr& op : g.waiting) redispatch_.push_back(std::move(op));
+      g.waiting.clear();
+    }
+  }
+  for (const OpPtr& op : redispatch_) parked_ += op->park_until != absl::InfiniteFuture();
+}
+
 size_t ClusterClient::Poll(absl::Duration timeout) {
   size_t finished = 0;
   background_->RunFinished();
+  Unpark();
   std::deque<OpPtr> again = std::move(redispatch_);
   redispatch_.clear();
   for (OpPtr& op : again) Dispatch(std::move(op));
@@ -538,8 +590,13 @@ size_t ClusterClient::Poll(absl::Duration timeout) {
   for (Client* c : busy) finished += c->Poll(absl::ZeroDuration());
   if (finished == 0 && timeout > absl::ZeroDuration()) {
     if (busy.empty()) {
-      // Only background work (a connect, a map fetch) can make progress.
-      if (background_->pending() > 0) background_->WaitFinished(timeout);
+      // Only background work (a connect, a map fetch), or a new map for
+      // parked operations, can make progress.
+      if (background_->pending() > 0) {
+        background_->WaitFinished(parked_ > 0 ? std::min(timeout, absl::Milliseconds(2)) : timeout);
+      } else if (parked_ > 0) {
+        absl::SleepFor(std::min(timeout, absl::Milliseconds(2)));
+      }
     } else {
       // Every session's queue pair notifies the one channel. Background
       // work does not: while some is pending, wait in short steps.

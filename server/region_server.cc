@@ -153,11 +153,17 @@ absl::Status RegionServer::Push(const std::vector<fabric::RemoteRegion>& targets
                                 std::atomic<uint64_t>* copied,
                                 const std::atomic<bool>* cancel) {
   // Everything from the heap cursor on: the header's identity (geometry,
-  // generation, checksum) stays each copy's own. The same geometry is the
-  // coordinator's to ensure (same region size); checked again here.
-  constexpr uint32_t kChunk = 256 << 10;
-  constexpr int kWindow = 16;
-  const uint64_t from = layout::HeaderOffsets::kHeapCursor;
+  // generation, checksum) stays each copy's own. The heap goes first, then
+  // the index, then the header's cursor and free pool: a push cut short
+  // leaves no slot naming a block it has not written (a target's own slots
+  // name blocks that hold the same bytes here, unless this copy's slot
+  // moved on to a write the target never saw, whose replaced block nobody
+  // freed).
+  const uint64_t ranges[][2] = {
+      {layout_.heap_offset, layout_.region_bytes},
+      {layout_.index_offset, layout_.heap_offset},
+      {layout::HeaderOffsets::kHeapCursor, layout_.index_offset},
+  };
   for (const fabric::RemoteRegion& t : targets) {
     if (t.length != layout_.region_bytes) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -166,48 +172,59 @@ absl::Status RegionServer::Push(const std::vector<fabric::RemoteRegion>& targets
     fabric::Endpoint endpoint = t.endpoint;
     if (endpoint.token.empty()) endpoint.token = token_;
     RKV_ASSIGN_OR_RETURN(std::unique_ptr<fabric::QueuePair> qp, fabric_->Connect(endpoint));
-    uint64_t next = from, done = from;
-    int in_flight = 0;
-    fabric::Completion cs[kWindow];
-    absl::Time heard = absl::Now();
-    while (done < layout_.region_bytes) {
-      if (cancel->load()) {
-        // Nothing may still be landing once we return: drain what is posted.
-        while (in_flight > 0 && absl::Now() - heard < absl::Seconds(10)) {
-          const size_t got = qp->Wait(absl::MakeSpan(cs), absl::Milliseconds(100));
-          if (got > 0) heard = absl::Now();
-          in_flight -= static_cast<int>(got);
-        }
-        return absl::CancelledError("push cancelled");
+    for (const auto& [from, to] : ranges) {
+      RKV_RETURN_IF_ERROR(PushRange(*qp, t, from, to, copied, cancel));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RegionServer::PushRange(fabric::QueuePair& qp, const fabric::RemoteRegion& t,
+                                     uint64_t from, uint64_t to, std::atomic<uint64_t>* copied,
+                                     const std::atomic<bool>* cancel) {
+  constexpr uint32_t kChunk = 256 << 10;
+  constexpr int kWindow = 16;
+  uint64_t next = from, done = from;
+  int in_flight = 0;
+  fabric::Completion cs[kWindow];
+  absl::Time heard = absl::Now();
+  while (done < to) {
+    if (cancel->load()) {
+      // Nothing may still be landing once we return: drain what is posted.
+      while (in_flight > 0 && absl::Now() - heard < absl::Seconds(10)) {
+        const size_t got = qp.Wait(absl::MakeSpan(cs), absl::Milliseconds(100));
+        if (got > 0) heard = absl::Now();
+        in_flight -= static_cast<int>(got);
       }
-      std::vector<fabric::WorkRequest> batch;
-      while (in_flight + static_cast<int>(batch.size()) < kWindow && next < layout_.region_bytes) {
-        const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(kChunk, layout_.region_bytes - next));
-        batch.push_back(fabric::WorkRequest::Write(n, memory_ + next, n, region_->lkey(),
-                                                   t.base + next, t.rkey));
-        next += n;
+      return absl::CancelledError("push cancelled");
+    }
+    std::vector<fabric::WorkRequest> batch;
+    while (in_flight + static_cast<int>(batch.size()) < kWindow && next < to) {
+      const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(kChunk, to - next));
+      batch.push_back(fabric::WorkRequest::Write(n, memory_ + next, n, region_->lkey(),
+                                                 t.base + next, t.rkey));
+      next += n;
+    }
+    if (!batch.empty()) {
+      RKV_RETURN_IF_ERROR(qp.Post(batch));
+      in_flight += static_cast<int>(batch.size());
+    }
+    const size_t got = qp.Wait(absl::MakeSpan(cs), absl::Milliseconds(100));
+    if (got == 0) {
+      if (absl::Now() - heard > absl::Seconds(10)) {
+        return absl::DeadlineExceededError("no completion from the target in 10 s");
       }
-      if (!batch.empty()) {
-        RKV_RETURN_IF_ERROR(qp->Post(batch));
-        in_flight += static_cast<int>(batch.size());
+      continue;
+    }
+    heard = absl::Now();
+    for (size_t i = 0; i < got; ++i) {
+      if (cs[i].status != fabric::CompletionStatus::kSuccess) {
+        return absl::UnavailableError(
+            absl::StrCat("writing the copy: ", fabric::CompletionStatusName(cs[i].status)));
       }
-      const size_t got = qp->Wait(absl::MakeSpan(cs), absl::Milliseconds(100));
-      if (got == 0) {
-        if (absl::Now() - heard > absl::Seconds(10)) {
-          return absl::DeadlineExceededError("no completion from the target in 10 s");
-        }
-        continue;
-      }
-      heard = absl::Now();
-      for (size_t i = 0; i < got; ++i) {
-        if (cs[i].status != fabric::CompletionStatus::kSuccess) {
-          return absl::UnavailableError(absl::StrCat("writing the copy: ",
-                                                     fabric::CompletionStatusName(cs[i].status)));
-        }
-        done += cs[i].wr_id;  // Each request's id is its length.
-        copied->fetch_add(cs[i].wr_id, std::memory_order_relaxed);
-        in_flight--;
-      }
+      done += cs[i].wr_id;  // Each request's id is its length.
+      copied->fetch_add(cs[i].wr_id, std::memory_order_relaxed);
+      in_flight--;
     }
   }
   return absl::OkStatus();

@@ -90,6 +90,10 @@ class RegionServer {
  private:
   explicit RegionServer(fabric::Fabric& fabric) : fabric_(&fabric) {}
   absl::Status MapFile(const RegionServerOptions& options);
+  // Push's WRITEs of [from, to) to target `t`, 16 of 256 KiB in flight.
+  absl::Status PushRange(fabric::QueuePair& qp, const fabric::RemoteRegion& t, uint64_t from,
+                         uint64_t to, std::atomic<uint64_t>* copied,
+                         const std::atomic<bool>* cancel);
 
   fabric::Fabric* fabric_;
   std::string token_;

@@ -193,8 +193,14 @@ bool ReplicaGroups::UpdateReconfig(proto::ReplicaGroup& g,
 
 std::vector<std::string> ReplicaGroups::Spares(const std::map<std::string, ServerView>& servers,
                                                uint64_t region_bytes) const {
+  // Not a spare: a member, nor, while its group does not serve, a member of
+  // the group's last serving configuration — it may hold the only copy of
+  // the group's acknowledged writes, which a push would overwrite.
   std::set<std::string> placed;
-  for (const proto::ReplicaGroup& g : groups_) placed.insert(g.members().begin(), g.members().end());
+  for (const proto::ReplicaGroup& g : groups_) {
+    placed.insert(g.members().begin(), g.members().end());
+    if (g.state() != proto::GROUP_STATE_SERVING) placed.insert(g.serving().begin(), g.serving().end());
+  }
   std::vector<std::string> out;
   for (const auto& [id, s] : servers) {
     if (s.up && !placed.contains(id) && (region_bytes == 0 || s.region_bytes == region_bytes)) {

@@ -42,7 +42,8 @@ class ReplicaGroups {
 
   uint32_t replicas() const { return replicas_; }
   // Restores the groups of a saved map. A group that was reconfiguring
-  // starts its reconfiguration again.
+  // goes on with it (fences already made still count; a push ordered
+  // again under the same configuration is the one under way).
   void Load(const proto::ClusterMap& map);
   // Writes the groups (and what Load needs) into `map`.
   void Save(proto::ClusterMap* map) const;
@@ -79,7 +80,8 @@ class ReplicaGroups {
                                            const std::map<std::string, ServerView>& servers);
   // No copy is up: the group waits for one of its last serving members.
   static void Lose(proto::ReplicaGroup& g);
-  // Servers up and in no group, by id; of `region_bytes` unless 0.
+  // Servers up and in no group (nor holding a copy a group not serving may
+  // need), by id; of `region_bytes` unless 0.
   std::vector<std::string> Spares(const std::map<std::string, ServerView>& servers,
                                   uint64_t region_bytes) const;
   // Adds spares to groups short of copies, and forms new groups of them.

@@ -70,13 +70,17 @@ class ClusterFixture : public ::testing::Test {
     (void)system(absl::StrCat("rm -rf ", dir_).c_str());
   }
 
+  // Copies of every key (kvcoord --replicas).
+  virtual int Replicas() const { return 1; }
+
   void StartCoordinator(int port) {
     const std::string port_file = dir_ + "/coord.port";
     unlink(port_file.c_str());
     coordinator_ = std::make_unique<Process>(std::vector<std::string>{
         RKV_KVCOORD, absl::StrCat("--listen=127.0.0.1:", port),
         absl::StrCat("--lease_ms=", kLeaseMs), absl::StrCat("--token=", kClusterToken),
-        "--port_file=" + port_file, "--state_file=" + dir_ + "/coord.state"});
+        "--port_file=" + port_file, "--state_file=" + dir_ + "/coord.state",
+        absl::StrCat("--replicas=", Replicas())});
     for (int i = 0; i < 200 && port_ == 0; ++i) {
       std::ifstream in(port_file);
       in >> port_;
@@ -142,20 +146,40 @@ class ClusterFixture : public ::testing::Test {
     });
   }
 
-  // kill -9, start again on its region file, and wait until the map has
-  // it up with its new region.
-  void RestartServer(const std::string& id) {
+  // kill -9, start again on its region file (or, with `lose_region`,
+  // without it, as after a lost disk), and wait until the map has it up
+  // with its new region.
+  void RestartServer(const std::string& id, bool lose_region = false) {
     const uint64_t generation = Generation(id);
     servers_[id]->Kill(SIGKILL);
+    if (lose_region) unlink((dir_ + "/" + id + ".region").c_str());
     StartServer(id);
     ASSERT_TRUE(WaitForNewRegion(id, generation)) << id << " did not come back";
   }
 
-  void StartThree() {
-    for (const char* id : {"s1", "s2", "s3"}) StartServer(id);
-    ASSERT_TRUE(WaitForMap([](const proto::ClusterMap& m) {
-      return CountState(m, proto::SERVER_STATE_UP) == 3;
-    })) << "three servers did not come up";
+  // Servers s1..sN; returns when all are up and, replicated, the groups
+  // they form serve.
+  void StartServers(int n) {
+    for (int i = 1; i <= n; ++i) StartServer(absl::StrCat("s", i));
+    ASSERT_TRUE(WaitForMap([n](const proto::ClusterMap& m) {
+      return CountState(m, proto::SERVER_STATE_UP) == n;
+    })) << n << " servers did not come up";
+    ASSERT_TRUE(WaitForGroups(n / Replicas())) << "the replica groups do not serve";
+  }
+  void StartThree() { StartServers(3); }
+
+  // Waits until at least `groups` replica groups serve with all their
+  // copies and none reconfigures; false after 10 s.
+  bool WaitForGroups(int groups) {
+    const int copies = Replicas();
+    return WaitForMap([groups, copies](const proto::ClusterMap& m) {
+      int full = 0;
+      for (const auto& g : m.groups()) {
+        if (g.state() == proto::GROUP_STATE_RECONFIGURING) return false;
+        full += g.state() == proto::GROUP_STATE_SERVING && g.members_size() == copies;
+      }
+      return full >= groups;
+    });
   }
 
   std::string dir_;

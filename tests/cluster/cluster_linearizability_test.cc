@@ -101,8 +101,15 @@ lin::Outcome OutcomeOf(lin::OpKind kind, const absl::Status& s, Worker& w) {
   return lin::Outcome::kUnknown;
 }
 
+// A change of the map, made while the load runs (defined below).
+enum class Change;
+
 class ClusterLinearizabilityTest : public ClusterFixture {
  protected:
+  // Starts `servers` servers and clients on them, makes `changes` one after
+  // another under load, then checks the history.
+  void RunWithChanges(int servers, const std::vector<std::pair<std::string, Change>>& changes);
+
   // Issues one random operation on `w`'s client and records it; false,
   // issuing nothing, when it drew a read-only key not to be read yet.
   bool Issue(Worker& w, int id, Rng& rng) {
@@ -277,7 +284,15 @@ uint64_t TestSeed() {
   return static_cast<uint64_t>(absl::ToUnixNanos(absl::Now()));
 }
 
-TEST_F(ClusterLinearizabilityTest, LinearizableWhileServersRestartAndRejoin) {
+// A change of the map, made while the load runs.
+enum class Change {
+  kKill,          // kill -9, restart from the region file.
+  kKillLoseDisk,  // kill -9, restart without the region file.
+  kLeave,         // SIGTERM (deregisters), restart from the region file.
+};
+
+void ClusterLinearizabilityTest::RunWithChanges(
+    int servers, const std::vector<std::pair<std::string, Change>>& changes) {
   const absl::Time start = absl::Now();
   // The seed fixes the clients' random choices, not how their operations
   // interleave with each other and with the restarts (nor, so, which keys
@@ -285,7 +300,7 @@ TEST_F(ClusterLinearizabilityTest, LinearizableWhileServersRestartAndRejoin) {
   const uint64_t seed = TestSeed();
   std::cout << "seed " << seed << " (RKV_CLUSTER_LIN_SEED=" << seed << " to choose the same)"
             << std::endl;
-  StartThree();
+  StartServers(servers);
   ASSERT_FALSE(HasFatalFailure());
 
   std::vector<Worker> workers(kClients);
@@ -297,10 +312,6 @@ TEST_F(ClusterLinearizabilityTest, LinearizableWhileServersRestartAndRejoin) {
     workers[c].client = std::move(client).value();
     workers[c].seed = seed * 31 + c;
   }
-  // The map changes, each with operations in flight: every server killed
-  // and restarted once, then every one leaving and rejoining once.
-  const std::vector<std::pair<std::string, bool>> changes = {
-      {"s1", true}, {"s2", true}, {"s3", true}, {"s1", false}, {"s2", false}, {"s3", false}};
   int changes_done = 0;
   std::vector<int> in_flight_at_change;  // Summed over the clients.
   bool progressed = true;
@@ -310,18 +321,24 @@ TEST_F(ClusterLinearizabilityTest, LinearizableWhileServersRestartAndRejoin) {
       threads.emplace_back([this, &workers, c](std::stop_token stop) { Run(workers[c], c, stop); });
     }
     progressed = WaitForProgress();
-    for (const auto& [id, kill9] : changes) {
+    for (const auto& [id, change] : changes) {
       if (!progressed) break;
       SetBudget(kOpsPerChange);
       in_flight_at_change.push_back(WaitForLoad());
-      if (kill9) {
-        RestartServer(id);
-      } else {
-        LeaveAndRejoin(id);
+      switch (change) {
+        case Change::kKill: RestartServer(id); break;
+        case Change::kKillLoseDisk: RestartServer(id, /*lose_region=*/true); break;
+        case Change::kLeave: LeaveAndRejoin(id); break;
       }
       if (HasFatalFailure()) break;
       changes_done++;
       progressed = WaitForProgress();
+      // Replicated: the next change meets a group with all its copies (a
+      // lost server comes back blank and is copied in), as one that took
+      // two before it had them again could lose every copy.
+      if (progressed && Replicas() > 1) {
+        ASSERT_TRUE(WaitForGroups(servers / Replicas())) << "the groups did not recover";
+      }
     }
     // The jthreads are asked to stop and joined here, also after a failed
     // assertion above.
@@ -398,6 +415,34 @@ TEST_F(ClusterLinearizabilityTest, LinearizableWhileServersRestartAndRejoin) {
   for (int n : in_flight_at_change) EXPECT_GT(n, 0) << "a map change met no operation in flight";
   EXPECT_GT(failures[absl::StatusCode::kUnavailable], 0)
       << "no operation failed: the map changes met none in flight";
+}
+
+// One copy: every server killed and restarted once, then every one leaving
+// and rejoining once.
+TEST_F(ClusterLinearizabilityTest, LinearizableWhileServersRestartAndRejoin) {
+  RunWithChanges(3, {{"s1", Change::kKill},
+                     {"s2", Change::kKill},
+                     {"s3", Change::kKill},
+                     {"s1", Change::kLeave},
+                     {"s2", Change::kLeave},
+                     {"s3", Change::kLeave}});
+}
+
+// Three copies on four servers (a replica group and a spare): every server
+// lost with its disk in turn — the primary first — each coming back blank
+// and copied in again, then one killed and one leaving with their regions.
+class ReplicatedClusterLinearizabilityTest : public ClusterLinearizabilityTest {
+ protected:
+  int Replicas() const override { return 3; }
+};
+
+TEST_F(ReplicatedClusterLinearizabilityTest, LinearizableWhileServersLoseTheirDisks) {
+  RunWithChanges(4, {{"s1", Change::kKillLoseDisk},
+                     {"s2", Change::kKillLoseDisk},
+                     {"s3", Change::kKillLoseDisk},
+                     {"s4", Change::kKillLoseDisk},
+                     {"s1", Change::kKill},
+                     {"s2", Change::kLeave}});
 }
 
 }  // namespace
