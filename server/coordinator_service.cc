@@ -116,7 +116,7 @@ std::map<std::string, ServerView> CoordinatorService::ViewsLocked() const {
   std::map<std::string, ServerView> views;
   for (const auto& [id, m] : members_) {
     views[id] = {m.info.state() == proto::SERVER_STATE_UP, m.info.region().generation(),
-                 m.info.region().length(), m.recovered};
+                 m.info.region().length(), m.info.lineage()};
   }
   return views;
 }
@@ -165,12 +165,16 @@ grpc::Status CoordinatorService::Register(grpc::ServerContext* ctx,
   std::lock_guard<std::mutex> lock(mu_);
   Member& m = members_[req->id()];
   const bool known = m.info.id() == req->id();
+  // The same memory as this server's registration we know (fenced, or its
+  // region file reopened): what it held then, it holds now.
+  const bool same_memory = known && req->previous_generation() != 0 &&
+                           req->previous_generation() == m.info.region().generation();
+  m.info.set_lineage(same_memory ? m.info.lineage() : req->region().generation());
   m.info.set_id(req->id());
   *m.info.mutable_region() = req->region();
   *m.info.mutable_stats() = req->stats();
   m.info.set_state(proto::SERVER_STATE_UP);
   m.last_heard = absl::Now();
-  m.recovered = req->recovered();
   ChangedLocked();
   RKV_LOG(INFO) << "server " << req->id() << (known ? " re-registered" : " joined") << " at "
                 << req->region().endpoint().address() << " (" << req->region().endpoint().kind()
@@ -201,6 +205,13 @@ grpc::Status CoordinatorService::Heartbeat(grpc::ServerContext* ctx,
   }
   m.last_heard = absl::Now();
   *m.info.mutable_stats() = req->stats();
+  if (m.info.state() != proto::SERVER_STATE_UP && groups_.replicas() > 1) {
+    // Its group went on without it: it must not serve a client that still
+    // takes it for a member. It fences itself and registers anew.
+    resp->set_lease_ms(absl::ToInt64Milliseconds(lease_));
+    resp->set_fence(true);
+    return grpc::Status::OK;
+  }
   if (m.info.state() != proto::SERVER_STATE_UP) {
     m.info.set_state(proto::SERVER_STATE_UP);
     ChangedLocked();

@@ -55,7 +55,6 @@ class CoordinatorService final : public proto::Coordinator::Service {
   struct Member {
     proto::ServerInfo info;
     absl::Time last_heard;
-    bool recovered = true;  // Its registration kept its region's contents.
   };
 
   grpc::Status Authenticate(grpc::ServerContext* ctx, const char* method) const;

@@ -58,6 +58,12 @@ int main(int argc, char** argv) {
     std::cerr << "kvcoord: --replicas must be 1, 2 or 3\n";
     return 2;
   }
+  if (replicas > 1 && absl::GetFlag(FLAGS_state_file).empty()) {
+    // Which server holds which group's copy is known only to the
+    // coordinator: one that forgot would take them all for spares.
+    std::cerr << "kvcoord: --replicas above 1 needs --state_file\n";
+    return 2;
+  }
   rkv::server::CoordinatorService service(*token, absl::Milliseconds(lease_ms),
                                           absl::GetFlag(FLAGS_state_file), replicas);
   if (absl::Status s = service.Recover(); !s.ok()) {

@@ -34,8 +34,7 @@ MemberAgent::MemberAgent(std::string id, std::string kind, RegionServer& region,
     : id_(std::move(id)),
       kind_(std::move(kind)),
       region_(region),
-      coord_(coord),
-      recovered_(region.recovered()) {}
+      coord_(coord) {}
 
 MemberAgent::~MemberAgent() { StopPush(); }
 
@@ -48,11 +47,14 @@ proto::RegionStats MemberAgent::FreshStats() {
 }
 
 absl::Duration MemberAgent::RpcTimeout() const {
-  // Replicated, a heartbeat must not outlast the lease: one sent before
-  // three quarters of it passed unrenewed returns (and this server
-  // fences itself) before the coordinator can declare it lost.
-  return replicas_ > 1 && registered_ ? std::min(absl::Seconds(2), lease_ / 4)
-                                      : absl::Seconds(2);
+  // Replicated, a heartbeat returns by the time this server must fence
+  // itself, half a lease after the last renewal: well before the
+  // coordinator, which heard that renewal later, may give its group to
+  // the others.
+  if (replicas_ > 1 && registered_) {
+    return std::clamp(FenceBy() - absl::Now(), absl::Milliseconds(1), absl::Seconds(2));
+  }
+  return absl::Seconds(2);
 }
 
 void MemberAgent::StopPush() {
@@ -72,7 +74,6 @@ void MemberAgent::Fence(const char* why) {
   }
   RKV_LOG(INFO) << "fenced the region (" << why << "): generation " << generation;
   registered_ = false;
-  recovered_ = true;  // Same memory, new rkey.
 }
 
 void MemberAgent::StartPush(const proto::PushOrder& order) {
@@ -93,9 +94,10 @@ void MemberAgent::StartPush(const proto::PushOrder& order) {
   RKV_LOG(INFO) << "group " << order.group() << " config " << order.config() << ": settling"
                 << (order.wipe() ? " a blank region" : " this copy")
                 << (targets.empty() ? "" : absl::StrCat(" and pushing it to ", names));
-  pusher_ = std::thread([this, targets = std::move(targets), wipe = order.wipe()] {
+  pusher_ = std::thread([this, targets = std::move(targets), wipe = order.wipe(),
+                         keep_pool = order.keep_pool()] {
     const absl::Time start = absl::Now();
-    absl::Status s = region_.Settle(wipe);
+    absl::Status s = region_.Settle(wipe, keep_pool);
     if (s.ok()) s = region_.Push(targets, &push_copied_, &cancel_push_);
     if (!s.ok()) {
       push_error_ = std::string(s.message());
@@ -124,7 +126,7 @@ grpc::Status MemberAgent::Exchange() {
     d->set_rkey(addr.rkey);
     d->set_generation(region_.generation());
     *req.mutable_stats() = FreshStats();
-    req.set_recovered(recovered_);
+    req.set_previous_generation(region_.previous_generation());
     proto::RegisterResponse resp;
     grpc::Status s = coord_.stub().Register(&ctx, req, &resp);
     if (!s.ok()) return s;
@@ -158,6 +160,8 @@ grpc::Status MemberAgent::Exchange() {
   if (s.error_code() == grpc::StatusCode::NOT_FOUND ||
       s.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
     RKV_LOG(INFO) << "coordinator does not know this registration; registering again";
+    // Replicated, whatever group it was in may have gone on without it.
+    if (replicas_ > 1) Fence("the coordinator no longer knows this registration");
     registered_ = false;
     return grpc::Status::OK;
   }
@@ -181,6 +185,10 @@ absl::Status MemberAgent::Run(const volatile std::sig_atomic_t* stop) {
   bool reported_outage = false;
   while (!*stop) {
     const bool was_registered = registered_;
+    if (replicas_ > 1 && registered_ && absl::Now() >= FenceBy()) {
+      Fence("the lease could not be renewed");
+      continue;
+    }
     grpc::Status s = Exchange();
     if (s.ok()) {
       if (reported_outage) RKV_LOG(INFO) << "coordinator " << coord_.address() << " reachable again";
@@ -198,21 +206,21 @@ absl::Status MemberAgent::Run(const volatile std::sig_atomic_t* stop) {
     const absl::Duration interval =
         !registered_ ? absl::Milliseconds(500)
         : hurry_     ? absl::Milliseconds(20)
-                     : std::max(absl::Milliseconds(50), lease_ / (replicas_ > 1 ? 4 : 3));
+                     : std::max(absl::Milliseconds(50), lease_ / (replicas_ > 1 ? 6 : 3));
     const absl::Time until = absl::Now() + interval;
     const bool pushing = pusher_.joinable() && !push_done_.load();
     while (!*stop && absl::Now() < until) {
       if (pushing && push_done_.load()) break;  // Report it at once.
-      // Replicated: past three quarters of the lease unrenewed, the
-      // coordinator may be about to give the group to the other members.
-      if (replicas_ > 1 && registered_ && absl::Now() > renewed_at_ + lease_ * 3 / 4) {
-        Fence("the lease could not be renewed");
-        break;
-      }
+      // Replicated: half a lease unrenewed, and the coordinator may soon
+      // give the group to the other members.
+      if (replicas_ > 1 && registered_ && absl::Now() >= FenceBy()) break;
       absl::SleepFor(absl::Milliseconds(10));
     }
   }
   StopPush();
+  // No client is served once the coordinator may have given the group to
+  // others.
+  region_.StopServing();
   if (registered_) {
     grpc::ClientContext ctx;
     coord_.Prepare(&ctx, absl::Seconds(1));

@@ -46,12 +46,13 @@ class MemberAgent {
   CoordinatorStub& coord_;
 
   bool registered_ = false;
-  bool recovered_;  // What the next registration reports.
   uint32_t replicas_ = 1;
   absl::Duration lease_ = absl::Seconds(3);
   // When the last heartbeat that renewed the lease was sent: the lease
   // holds until then + lease_ at the coordinator, which heard it later.
   absl::Time renewed_at_ = absl::InfinitePast();
+  // Replicated: when this server must have fenced itself, unless renewed.
+  absl::Time FenceBy() const { return renewed_at_ + lease_ / 2; }
   // The coordinator wants the next heartbeat soon (a reconfiguration).
   bool hurry_ = false;
   proto::RegionStats stats_;

@@ -44,6 +44,7 @@ absl::Status RegionServer::MapFile(const RegionServerOptions& o) {
           " asked for; drop the size flag to use the file as it is"));
     }
     layout_ = *l;
+    previous_generation_ = l->generation;
     // A new generation: clients holding the old rkey must refresh.
     layout_.generation = std::max(l->generation + 1, o.generation);
     layout::SetGeneration(memory_, layout_.generation);
@@ -130,19 +131,27 @@ RegionStats RegionServer::Stats() const {
 }
 
 absl::Status RegionServer::Fence(uint64_t generation) {
-  RKV_ASSIGN_OR_RETURN(std::unique_ptr<fabric::MemoryRegion> fresh,
+  // The old registration goes first: its rkey is refused from here on,
+  // however long the new registration takes (and the memory is never
+  // pinned twice).
+  region_.reset();
+  previous_generation_ = layout_.generation;
+  RKV_ASSIGN_OR_RETURN(region_,
                        fabric_->RegisterMemory(memory_, mapped_bytes_, fabric::kAllAccess));
-  region_ = std::move(fresh);  // The old registration goes: its rkey is refused.
   layout_.generation = generation;
   layout::SetGeneration(memory_, generation);
   return absl::OkStatus();
 }
 
-absl::Status RegionServer::Settle(bool wipe) {
+void RegionServer::StopServing() {
+  listener_.reset();
+  region_.reset();
+}
+
+absl::Status RegionServer::Settle(bool wipe, bool keep_pool) {
   if (wipe) layout::InitRegion(memory_, layout_);
   uint8_t* const copies[] = {memory_};
-  RKV_RETURN_IF_ERROR(TakeOver(copies, layout_).status());
-  return Flush();
+  return TakeOver(copies, layout_, keep_pool).status();
 }
 
 uint64_t RegionServer::PushBytes() const {

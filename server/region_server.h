@@ -66,10 +66,16 @@ class RegionServer {
   // members are fenced so before they are made to agree, so that no client
   // of an older configuration can undo what that settles.
   absl::Status Fence(uint64_t generation);
+  // The generation this memory was registered under before this
+  // registration (a fence's, or a reopened region file's); 0 when blank.
+  uint64_t previous_generation() const { return previous_generation_; }
   // Makes this copy fit to serve as its group's primary (TakeOver of this
-  // copy alone); with `wipe`, starts from a blank region first. Only while
-  // fenced.
-  absl::Status Settle(bool wipe);
+  // copy alone, keeping its free pool or not); with `wipe`, starts from a
+  // blank region first. Only while fenced.
+  absl::Status Settle(bool wipe, bool keep_pool);
+  // Refuses every request from now on (the registration and the listener
+  // go): for a server leaving its group, before it says so.
+  void StopServing();
   // Copies the region whole (all but the header's identity) to each of
   // `targets`, counting bytes into `copied`; Cancelled soon after *cancel
   // is set. Only while fenced, and the targets too.
@@ -101,6 +107,7 @@ class RegionServer {
   uint8_t* memory_ = nullptr;  // mmap'ed, owned.
   uint64_t mapped_bytes_ = 0;
   bool recovered_ = false;
+  uint64_t previous_generation_ = 0;
   bool file_backed_ = false;
   std::unique_ptr<fabric::MemoryRegion> region_;
   std::unique_ptr<fabric::Listener> listener_;

@@ -83,6 +83,10 @@ bool ReplicaGroups::UpdateSingle(const std::map<std::string, ServerView>& server
 void ReplicaGroups::StartReconfig(proto::ReplicaGroup& g, std::vector<std::string> members,
                                   std::vector<std::string> joining,
                                   const std::map<std::string, ServerView>& servers) {
+  // The pusher's free pool is the group's only if it is the copy whose
+  // pool was (the serving primary's).
+  g.set_pool_valid(g.pool_valid() && !g.serving().empty() && !members.empty() &&
+                   g.serving(0) == members.front());
   g.set_state(proto::GROUP_STATE_RECONFIGURING);
   g.set_config(g.config() + 1);
   g.clear_members();
@@ -109,11 +113,11 @@ bool ReplicaGroups::UpdateServing(proto::ReplicaGroup& g,
   bool intact = true;
   for (int i = 0; i < g.members_size(); ++i) {
     const ServerView* s = View(servers, g.members(i));
-    const bool same = s != nullptr && s->up && s->generation == g.generations(i);
-    intact &= same;
-    // Back under a new generation with its region: its copy counts, but
-    // must agree with the others again (a write may have been half done).
-    if (same || (s != nullptr && s->up && s->recovered)) survivors.push_back(g.members(i));
+    intact &= s != nullptr && s->up && s->generation == g.generations(i);
+    // Back under a new generation with its region (a restart, a fence of
+    // its own): its copy counts, but must agree with the others again (a
+    // write may have been half done).
+    if (s != nullptr && s->Holds(g.generations(i))) survivors.push_back(g.members(i));
   }
   if (intact) return false;
   if (survivors.empty()) {
@@ -125,11 +129,16 @@ bool ReplicaGroups::UpdateServing(proto::ReplicaGroup& g,
 }
 
 std::vector<std::string> ReplicaGroups::Returned(
-    const proto::ReplicaGroup& g, const std::map<std::string, ServerView>& servers) {
+    const proto::ReplicaGroup& g, const std::map<std::string, ServerView>& servers) const {
   std::vector<std::string> back;
-  for (const std::string& m : g.serving()) {
-    const ServerView* s = View(servers, m);
-    if (s != nullptr && s->up && s->recovered) back.push_back(m);
+  for (int i = 0; i < g.serving_size(); ++i) {
+    const ServerView* s = View(servers, g.serving(i));
+    if (s == nullptr || !s->Holds(g.serving_generations(i))) continue;
+    const bool elsewhere = std::any_of(groups_.begin(), groups_.end(), [&](const auto& other) {
+      return other.id() != g.id() && Contains({other.members().begin(), other.members().end()},
+                                              g.serving(i));
+    });
+    if (!elsewhere) back.push_back(g.serving(i));
   }
   return back;
 }
@@ -154,40 +163,56 @@ bool ReplicaGroups::UpdateLost(proto::ReplicaGroup& g,
 
 bool ReplicaGroups::UpdateReconfig(proto::ReplicaGroup& g,
                                    const std::map<std::string, ServerView>& servers) {
-  std::vector<std::string> kept, joining;
   bool dropped = false;
   for (int i = 0; i < g.members_size(); ++i) {
     const ServerView* s = View(servers, g.members(i));
-    // Down, or registered blank since the reconfiguration began.
-    const bool lost = s == nullptr || !s->up || (s->generation > g.generations(i) && !s->recovered);
-    dropped |= lost;
-    if (!lost) kept.push_back(g.members(i));
+    // Down, or registered with other memory since the reconfiguration
+    // began (blank, or a region file from before).
+    dropped |= s == nullptr || !s->up || s->lineage > g.generations(i);
   }
-  if (!dropped) return false;
-  // Without the pusher, members being copied in may hold half a copy.
-  const bool pusher_lost = kept.empty() || kept.front() != g.members(0);
-  std::vector<std::string> survivors;
-  for (const std::string& m : kept) {
-    const bool copied_in = Contains({g.joining().begin(), g.joining().end()}, m);
-    if (copied_in && pusher_lost && !g.forming()) continue;
-    survivors.push_back(m);
-    if (copied_in) joining.push_back(m);
-  }
-  if (survivors.empty() && g.forming()) {
-    g.clear_members();  // Dropped by Update.
+  if (!dropped) {
+    if (g.forming() || !AllFenced(g, servers) ||
+        (g.serving_size() == 1 && g.serving(0) == g.members(0))) {
+      return false;
+    }
+    // Every member is fenced: the push is about to be ordered. From now on
+    // only the pusher's copy counts (it holds every acknowledged write);
+    // a target it reached part of the way holds slots and blocks of two
+    // copies that need not agree.
+    const ServerView* pusher = View(servers, g.members(0));
+    g.clear_serving();
+    g.clear_serving_generations();
+    g.add_serving(g.members(0));
+    g.add_serving_generations(pusher->generation);
     return true;
   }
-  if (survivors.empty()) {
-    // Nothing has served since the last configuration that did: any of
-    // its members back with its region will do.
-    survivors = Returned(g, servers);
-    if (survivors.empty()) {
-      Lose(g);
+  // Members that still hold a copy the group may serve: those of `serving`
+  // (a member copied in holds nothing yet).
+  std::vector<std::string> survivors = Returned(g, servers);
+  std::erase_if(survivors, [&](const std::string& m) {
+    return !Contains({g.members().begin(), g.members().end()}, m);
+  });
+  if (g.forming()) {
+    // A new group holds no data: it goes on with the members left, or is
+    // dropped (by Update) with none.
+    std::vector<std::string> kept;
+    for (int i = 0; i < g.members_size(); ++i) {
+      const ServerView* s = View(servers, g.members(i));
+      if (s != nullptr && s->up && s->lineage <= g.generations(i)) kept.push_back(g.members(i));
+    }
+    if (kept.empty()) {
+      g.clear_members();
       return true;
     }
-    joining.clear();
+    StartReconfig(g, kept, kept, servers);
+    return true;
   }
-  StartReconfig(g, std::move(survivors), std::move(joining), servers);
+  if (survivors.empty()) survivors = Returned(g, servers);  // Back from before.
+  if (survivors.empty()) {
+    Lose(g);
+    return true;
+  }
+  StartReconfig(g, std::move(survivors), {}, servers);
   return true;
 }
 
@@ -255,7 +280,9 @@ bool ReplicaGroups::AllFenced(const proto::ReplicaGroup& g,
                               const std::map<std::string, ServerView>& servers) const {
   for (int i = 0; i < g.members_size(); ++i) {
     const ServerView* s = View(servers, g.members(i));
-    if (s == nullptr || s->generation <= g.generations(i)) return false;
+    if (s == nullptr || s->generation <= g.generations(i) || s->lineage > g.generations(i)) {
+      return false;
+    }
   }
   return true;
 }
@@ -287,10 +314,13 @@ std::optional<proto::PushOrder> ReplicaGroups::PushFor(
         !AllFenced(g, servers)) {
       continue;
     }
+    // Not before only the pusher's copy counts (UpdateReconfig).
+    if (!g.forming() && !(g.serving_size() == 1 && g.serving(0) == id)) continue;
     proto::PushOrder order;
     order.set_group(g.id());
     order.set_config(g.config());
     order.set_wipe(g.forming());
+    order.set_keep_pool(g.pool_valid() && !g.forming());
     for (int i = 1; i < g.members_size(); ++i) order.add_targets()->set_id(g.members(i));
     return order;
   }
@@ -311,17 +341,23 @@ bool ReplicaGroups::OnProgress(const std::string& id, const proto::PushProgress&
                   {g->joining().begin(), g->joining().end()}, servers);
     return true;
   }
-  const bool progressed = g->copied_bytes() != p.copied_bytes();
+  // Progress is shown (kvctl status reads the map) but is no change of the
+  // map: it neither bumps the epoch nor is written to the state file.
   g->set_copied_bytes(p.copied_bytes());
   g->set_copy_bytes(p.copy_bytes());
   // Done, and every member still registered as it was when fenced: the
   // copies agree.
-  if (!p.done() || !AllFenced(*g, servers)) return progressed;
+  if (!p.done() || !AllFenced(*g, servers)) return false;
   g->set_state(proto::GROUP_STATE_SERVING);
   g->set_forming(false);
   g->clear_joining();
   g->clear_serving();
-  for (const std::string& m : g->members()) g->add_serving(m);
+  g->clear_serving_generations();
+  for (const std::string& m : g->members()) {
+    g->add_serving(m);
+    g->add_serving_generations(View(servers, m)->generation);
+  }
+  g->set_pool_valid(true);  // The primary's, as every copy's now.
   g->clear_generations();
   for (const std::string& m : g->members()) g->add_generations(View(servers, m)->generation);
   RKV_LOG(INFO) << "group " << g->id() << " serves (config " << g->config() << ") on "

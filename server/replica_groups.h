@@ -31,9 +31,14 @@ struct ServerView {
   bool up = false;
   uint64_t generation = 0;
   uint64_t region_bytes = 0;
-  // Its current registration kept the region's contents (a reopened region
-  // file, or a fence), rather than starting blank.
-  bool recovered = false;
+  // The first generation of the run of registrations of the same memory
+  // that ends with this one (fences, restarts on the region file): the
+  // server holds what it held under any generation from `lineage` to
+  // `generation`. A blank registration starts a run of its own.
+  uint64_t lineage = 0;
+
+  // Whether the server, up, still holds what it held under `g`.
+  bool Holds(uint64_t g) const { return up && lineage <= g && g <= generation; }
 };
 
 class ReplicaGroups {
@@ -74,10 +79,10 @@ class ReplicaGroups {
   bool UpdateReconfig(proto::ReplicaGroup& g, const std::map<std::string, ServerView>& servers);
   bool UpdateLost(proto::ReplicaGroup& g, const std::map<std::string, ServerView>& servers);
   bool UpdateSingle(const std::map<std::string, ServerView>& servers);
-  // Members of the last serving configuration that are back with their
-  // regions.
-  static std::vector<std::string> Returned(const proto::ReplicaGroup& g,
-                                           const std::map<std::string, ServerView>& servers);
+  // Servers of `g.serving` that are up and hold that copy still (and are
+  // in no other group), in its order.
+  std::vector<std::string> Returned(const proto::ReplicaGroup& g,
+                                    const std::map<std::string, ServerView>& servers) const;
   // No copy is up: the group waits for one of its last serving members.
   static void Lose(proto::ReplicaGroup& g);
   // Servers up and in no group (nor holding a copy a group not serving may

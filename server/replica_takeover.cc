@@ -22,7 +22,7 @@ void Store(uint8_t* memory, uint64_t offset, uint64_t word) {
 }  // namespace
 
 absl::StatusOr<TakeoverStats> TakeOver(absl::Span<uint8_t* const> copies,
-                                       const layout::Layout& layout) {
+                                       const layout::Layout& layout, bool keep_pool) {
   if (copies.empty()) return absl::InvalidArgumentError("no surviving copy");
   for (size_t r = 0; r < copies.size(); ++r) {
     const uint32_t n = layout::HeaderOffsets::kChecksum + 4;
@@ -69,8 +69,8 @@ absl::StatusOr<TakeoverStats> TakeOver(absl::Span<uint8_t* const> copies,
       }
     }
   });
-  // A backup's cursor and free pool are never used (zero); a copy that was
-  // primary keeps its own.
+  // The cursor never goes back (a copy's own is at most the primary's);
+  // the free pool is kept only where it is the serving primary's own.
   stats.heap_cursor = std::max(Load(primary, layout::HeaderOffsets::kHeapCursor),
                                (heap_end + layout::kBlockAlign - 1) / layout::kBlockAlign *
                                    layout::kBlockAlign);
@@ -78,7 +78,7 @@ absl::StatusOr<TakeoverStats> TakeOver(absl::Span<uint8_t* const> copies,
     Store(copy, layout::HeaderOffsets::kHeapCursor, stats.heap_cursor);
     for (int c = 1; c < 256; ++c) {
       const uint64_t head = layout::FreePoolHeadOffset(static_cast<uint8_t>(c));
-      Store(copy, head, Load(primary, head));
+      Store(copy, head, keep_pool ? Load(primary, head) : 0);
     }
   }
   return stats;

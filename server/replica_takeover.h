@@ -31,12 +31,14 @@ struct TakeoverStats {
 // empty (what the old primary's pool held is not used again).
 //
 // copies[0] may also be the primary itself (a group reconfiguring around a
-// lost backup): its intents take effect (each is a decided write), and it
-// keeps its heap cursor (or the end of the last named block, if further)
-// and its free pool.
+// lost backup): its intents take effect (each is a decided write), it keeps
+// its heap cursor (or the end of the last named block, if further), and
+// with `keep_pool` its free pool. Only the serving primary's pool is kept:
+// a backup holds a pool as of the last time a primary's copy was pushed to
+// it, whose nodes the primary may have handed out since.
 // InvalidArgument unless the copies share `layout`'s geometry.
 absl::StatusOr<TakeoverStats> TakeOver(absl::Span<uint8_t* const> copies,
-                                       const layout::Layout& layout);
+                                       const layout::Layout& layout, bool keep_pool = false);
 
 }  // namespace rkv::server
 

@@ -1,5 +1,5 @@
 // The coordinator's replica groups, driven the way the coordinator drives
-// them: the servers' views change (up, generation, region size, recovered),
+// them: the servers' views change (up, generation, region size, lineage),
 // Update runs after every change, a member told to fence registers anew
 // under a later generation with its region kept, and the first member
 // pushes once every member is fenced and reports back. Each test is a
@@ -80,7 +80,7 @@ class Cluster {
   bool Join(std::initializer_list<std::string> ids, uint64_t region_bytes = kRegionBytes) {
     for (const std::string& id : ids) {
       servers_[id] =
-          ServerView{.up = true, .generation = 1, .region_bytes = region_bytes, .recovered = false};
+          ServerView{.up = true, .generation = 1, .region_bytes = region_bytes, .lineage = 1};
     }
     return Update();
   }
@@ -95,7 +95,9 @@ class Cluster {
     ServerView& s = servers_.at(id);
     s.up = true;
     s.generation++;
-    s.recovered = recovered;
+    // With its region the run of registrations of the same memory goes
+    // on; a blank one starts a run of its own.
+    if (!recovered) s.lineage = s.generation;
     return Update();
   }
   // What a server told to fence does: registers anew under a new rkey, its
@@ -258,11 +260,12 @@ TEST(ReplicaGroupsTest, TwoCopiesFormOneGroupThatServesAfterFenceAndWipingPush) 
   EXPECT_TRUE(order->wipe());
   EXPECT_THAT(Targets(*order), ElementsAre("b"));
 
-  // Progress part way does not serve.
+  // Progress part way does not serve; it is shown, but changes nothing
+  // the map's watchers or the state file need.
   proto::PushProgress partway = Done(*order);
   partway.set_done(false);
   partway.set_copied_bytes(kRegionBytes / 4);
-  EXPECT_TRUE(c.Report("a", partway));
+  EXPECT_FALSE(c.Report("a", partway));
   EXPECT_EQ(c.Group("g1").state(), proto::GROUP_STATE_RECONFIGURING);
   EXPECT_EQ(c.Group("g1").copied_bytes(), kRegionBytes / 4);
 
@@ -481,6 +484,53 @@ TEST(ReplicaGroupsTest, DoneForAConfigurationThatLostAMemberDoesNotServe) {
   EXPECT_THAT(c.Group("g1").serving(), ElementsAre("a", "b"));
 }
 
+// A server back blank that then registers anew under the same memory (it
+// fenced itself, or restarted on the blank region file it made) still holds
+// nothing of the group's: what counts is the memory's line of
+// registrations, not how the last one came about.
+TEST(ReplicaGroupsTest, BlankRegionStaysBlankThroughLaterRegistrations) {
+  Cluster c(2);
+  c.Join({"a", "b"});
+  ASSERT_TRUE(c.CompleteReconfiguration("g1"));
+  c.Down("a");
+  c.Down("b");
+  ASSERT_EQ(c.Group("g1").state(), proto::GROUP_STATE_LOST);
+  c.Restart("a", /*recovered=*/false);
+  c.Fence("a");
+  c.Restart("a", /*recovered=*/true);
+  EXPECT_EQ(c.Group("g1").state(), proto::GROUP_STATE_LOST);
+  EXPECT_FALSE(c.Reconfiguring("a"));
+  // b, back on its region, holds the group's writes.
+  EXPECT_TRUE(c.Restart("b", /*recovered=*/true));
+  EXPECT_THAT(c.Group("g1").members(), ElementsAre("b"));
+}
+
+// Only the serving primary's free pool is the group's: a backup holds the
+// pool as of the last push it received, whose nodes the primary may have
+// handed out since.
+TEST(ReplicaGroupsTest, FreePoolIsKeptOnlyWhenThePrimaryPushes) {
+  Cluster c(2);
+  c.Join({"a", "b", "s"});
+  ASSERT_TRUE(c.CompleteReconfiguration("g1"));
+  ASSERT_THAT(c.Group("g1").members(), ElementsAre("a", "b"));
+  // The primary stays and copies the spare in: its pool stays.
+  c.Down("b");
+  c.Fence("a");
+  std::optional<proto::PushOrder> order = c.PushFor("a");
+  ASSERT_TRUE(order.has_value());
+  EXPECT_TRUE(order->keep_pool());
+  ASSERT_TRUE(c.Report("a", Done(*order)));
+  c.Update();
+  ASSERT_TRUE(c.CompleteReconfiguration("g1"));
+  ASSERT_THAT(c.Group("g1").members(), ElementsAre("a", "s"));
+  // The primary is lost: the backup taking over starts with an empty pool.
+  c.Down("a");
+  c.Fence("s");
+  order = c.PushFor("s");
+  ASSERT_TRUE(order.has_value());
+  EXPECT_FALSE(order->keep_pool());
+}
+
 TEST(ReplicaGroupsTest, GroupWithEveryMemberDownIsLostUntilALastServingCopyReturns) {
   Cluster c(2);
   c.Join({"a", "b"});
@@ -531,7 +581,7 @@ TEST(ReplicaGroupsTest, LostGroupStaysLostWhenItsMembersReturnBlank) {
   EXPECT_FALSE(c.Update());
 }
 
-TEST(ReplicaGroupsTest, PusherLostWhileCopyingInDropsTheJoiningSpare) {
+TEST(ReplicaGroupsTest, PusherLostMidPushLeavesItsTargetsHalfCopiesAndTheGroupWaitsForIt) {
   Cluster c(3);
   c.Join({"a", "b", "c"});
   ASSERT_TRUE(c.CompleteReconfiguration("g1"));
@@ -545,26 +595,30 @@ TEST(ReplicaGroupsTest, PusherLostWhileCopyingInDropsTheJoiningSpare) {
   c.Fence("a");
   c.Fence("b");
   c.Fence("c");
+  // Before the push is ordered, only the pusher's copy counts any more.
+  EXPECT_THAT(c.Group("g1").serving(), ElementsAre("a"));
   std::optional<proto::PushOrder> order = c.PushFor("a");
   ASSERT_TRUE(order.has_value());
   ASSERT_THAT(Targets(*order), ElementsAre("b", "c"));
+  EXPECT_TRUE(order->keep_pool());  // a was the serving primary.
 
-  // a goes down mid-push: b held the group's copy before, c only part of
-  // one, which nobody can finish.
+  // a goes down mid-push: b and c may each hold part of a's copy over part
+  // of their own, a slot of one naming a block of the other; neither may
+  // serve. The group waits for a.
   EXPECT_TRUE(c.Down("a"));
   proto::ReplicaGroup g = c.Group("g1");
-  EXPECT_EQ(g.state(), proto::GROUP_STATE_RECONFIGURING);
-  EXPECT_THAT(g.members(), ElementsAre("b"));
-  EXPECT_THAT(g.joining(), IsEmpty());
-  EXPECT_FALSE(c.MustFence("c"));
+  EXPECT_EQ(g.state(), proto::GROUP_STATE_LOST);
+  EXPECT_THAT(g.members(), ElementsAre("a"));
+  EXPECT_FALSE(c.MustFence("b"));
   EXPECT_FALSE(c.Reconfiguring("c"));
   EXPECT_FALSE(c.Report("a", Done(*order)));  // Too late.
 
-  // Once b serves, c is copied in afresh, from b.
+  // a back with its region: the group serves on it, then copies b in.
+  c.Restart("a", /*recovered=*/true);
   ASSERT_TRUE(c.CompleteReconfiguration("g1"));
   g = c.Group("g1");
-  EXPECT_THAT(g.members(), ElementsAre("b", "c"));
-  EXPECT_THAT(g.joining(), ElementsAre("c"));
+  EXPECT_EQ(g.members(0), "a");
+  EXPECT_THAT(g.joining(), ElementsAre("b"));
 }
 
 TEST(ReplicaGroupsTest, PusherLostWhileCopyingInLeavesTheGroupLostNotOnTheHalfCopy) {
