@@ -84,10 +84,11 @@ void MemberAgent::StartPush(const proto::PushOrder& order) {
   push_copied_ = 0;
   push_done_ = false;
   push_error_.clear();
-  std::vector<fabric::RemoteRegion> targets;
+  push_failed_target_.clear();
+  std::vector<std::pair<std::string, fabric::RemoteRegion>> targets;
   std::string names;
   for (const proto::ServerInfo& t : order.targets()) {
-    targets.push_back(FromProto(t.region()));
+    targets.emplace_back(t.id(), FromProto(t.region()));
     absl::StrAppend(&names, names.empty() ? "" : ",", t.id());
   }
   push_total_ = region_.PushBytes() * targets.size();
@@ -98,7 +99,11 @@ void MemberAgent::StartPush(const proto::PushOrder& order) {
                          keep_pool = order.keep_pool()] {
     const absl::Time start = absl::Now();
     absl::Status s = region_.Settle(wipe, keep_pool);
-    if (s.ok()) s = region_.Push(targets, &push_copied_, &cancel_push_);
+    for (const auto& [id, target] : targets) {
+      if (!s.ok()) break;
+      s = region_.Push(target, &push_copied_, &cancel_push_);
+      if (!s.ok()) push_failed_target_ = id;
+    }
     if (!s.ok()) {
       push_error_ = std::string(s.message());
       RKV_LOG(WARNING) << "push for group " << push_group_ << " failed: " << s;
@@ -153,6 +158,7 @@ grpc::Status MemberAgent::Exchange() {
     if (push_done_.load()) {
       p->set_done(push_error_.empty());
       p->set_error(push_error_);
+      p->set_failed_target(push_failed_target_);
     }
   }
   proto::HeartbeatResponse resp;

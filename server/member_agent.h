@@ -67,6 +67,7 @@ class MemberAgent {
   std::atomic<bool> push_done_{false};
   std::atomic<bool> cancel_push_{false};
   std::string push_error_;  // Written by the pusher before push_done_.
+  std::string push_failed_target_;  // Likewise: the target it could not copy to.
 };
 
 }  // namespace rkv::server

@@ -158,8 +158,7 @@ uint64_t RegionServer::PushBytes() const {
   return layout_.region_bytes - layout::HeaderOffsets::kHeapCursor;
 }
 
-absl::Status RegionServer::Push(const std::vector<fabric::RemoteRegion>& targets,
-                                std::atomic<uint64_t>* copied,
+absl::Status RegionServer::Push(const fabric::RemoteRegion& t, std::atomic<uint64_t>* copied,
                                 const std::atomic<bool>* cancel) {
   // Everything from the heap cursor on: the header's identity (geometry,
   // generation, checksum) stays each copy's own. The heap goes first, then
@@ -173,17 +172,15 @@ absl::Status RegionServer::Push(const std::vector<fabric::RemoteRegion>& targets
       {layout_.index_offset, layout_.heap_offset},
       {layout::HeaderOffsets::kHeapCursor, layout_.index_offset},
   };
-  for (const fabric::RemoteRegion& t : targets) {
-    if (t.length != layout_.region_bytes) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "target region of ", t.length, " bytes; this one has ", layout_.region_bytes));
-    }
-    fabric::Endpoint endpoint = t.endpoint;
-    if (endpoint.token.empty()) endpoint.token = token_;
-    RKV_ASSIGN_OR_RETURN(std::unique_ptr<fabric::QueuePair> qp, fabric_->Connect(endpoint));
-    for (const auto& [from, to] : ranges) {
-      RKV_RETURN_IF_ERROR(PushRange(*qp, t, from, to, copied, cancel));
-    }
+  if (t.length != layout_.region_bytes) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "target region of ", t.length, " bytes; this one has ", layout_.region_bytes));
+  }
+  fabric::Endpoint endpoint = t.endpoint;
+  if (endpoint.token.empty()) endpoint.token = token_;
+  RKV_ASSIGN_OR_RETURN(std::unique_ptr<fabric::QueuePair> qp, fabric_->Connect(endpoint));
+  for (const auto& [from, to] : ranges) {
+    RKV_RETURN_IF_ERROR(PushRange(*qp, t, from, to, copied, cancel));
   }
   return absl::OkStatus();
 }

@@ -76,12 +76,12 @@ class RegionServer {
   // Refuses every request from now on (the registration and the listener
   // go): for a server leaving its group, before it says so.
   void StopServing();
-  // Copies the region whole (all but the header's identity) to each of
-  // `targets`, counting bytes into `copied`; Cancelled soon after *cancel
-  // is set. Only while fenced, and the targets too.
-  absl::Status Push(const std::vector<fabric::RemoteRegion>& targets,
-                    std::atomic<uint64_t>* copied, const std::atomic<bool>* cancel);
-  // Bytes one Push sends to each target.
+  // Copies the region whole (all but the header's identity) to `target`,
+  // counting bytes into `copied`; Cancelled soon after *cancel is set. Only
+  // while fenced, and the target too.
+  absl::Status Push(const fabric::RemoteRegion& target, std::atomic<uint64_t>* copied,
+                    const std::atomic<bool>* cancel);
+  // Bytes one Push sends.
   uint64_t PushBytes() const;
 
   // Counts used slots and heap (a scan of the index: control plane only).

@@ -228,6 +228,8 @@ std::vector<std::string> ReplicaGroups::Spares(const std::map<std::string, Serve
   }
   std::vector<std::string> out;
   for (const auto& [id, s] : servers) {
+    auto refused = refused_.find(id);
+    if (refused != refused_.end() && refused->second == s.generation) continue;
     if (s.up && !placed.contains(id) && (region_bytes == 0 || s.region_bytes == region_bytes)) {
       out.push_back(id);
     }
@@ -335,10 +337,22 @@ bool ReplicaGroups::OnProgress(const std::string& id, const proto::PushProgress&
     return false;  // A report of an order that no longer stands.
   }
   if (!p.error().empty()) {
-    RKV_LOG(WARNING) << "group " << g->id() << ": the push from " << id
-                     << " failed: " << p.error() << "; starting over";
-    StartReconfig(*g, {g->members().begin(), g->members().end()},
-                  {g->joining().begin(), g->joining().end()}, servers);
+    RKV_LOG(WARNING) << "group " << g->id() << ": the push from " << id << " failed"
+                     << (p.failed_target().empty() ? "" : " to " + p.failed_target()) << ": "
+                     << p.error() << "; starting over"
+                     << (p.failed_target().empty() ? "" : " without it");
+    // A target the pusher cannot reach would fail every push: it is left
+    // out, and taken again only once it registers anew.
+    std::vector<std::string> members, joining;
+    for (const std::string& m : g->members()) {
+      if (m == p.failed_target() && m != id) {
+        if (const ServerView* s = View(servers, m)) refused_[m] = s->generation;
+        continue;
+      }
+      members.push_back(m);
+      if (Contains({g->joining().begin(), g->joining().end()}, m)) joining.push_back(m);
+    }
+    StartReconfig(*g, std::move(members), std::move(joining), servers);
     return true;
   }
   // Progress is shown (kvctl status reads the map) but is no change of the

@@ -97,6 +97,9 @@ class ReplicaGroups {
 
   const uint32_t replicas_;
   std::vector<proto::ReplicaGroup> groups_;
+  // Servers a push could not reach, with the generation they had then: no
+  // group takes them as spares until they register anew.
+  std::map<std::string, uint64_t> refused_;
   uint64_t next_group_ = 1;
 };
 

@@ -432,6 +432,33 @@ TEST(ReplicaGroupsTest, FailedPushStartsTheReconfigurationOver) {
   EXPECT_THAT(c.Group("g1").serving(), ElementsAre("a", "b"));
 }
 
+// A spare the pusher cannot reach (a wrong address, a firewall) would fail
+// every push: it is left out, the group serves on, and the spare is taken
+// again only once it registers anew.
+TEST(ReplicaGroupsTest, TargetThePusherCannotReachIsLeftOutUntilItRegistersAnew) {
+  Cluster c(2);
+  c.Join({"a", "b", "s"});
+  ASSERT_TRUE(c.CompleteReconfiguration("g1"));
+  c.Down("b");
+  ASSERT_TRUE(c.CompleteReconfiguration("g1"));  // Serves on a, copies s in.
+  ASSERT_THAT(c.Group("g1").joining(), ElementsAre("s"));
+  c.Fence("a");
+  c.Fence("s");
+  std::optional<proto::PushOrder> order = c.PushFor("a");
+  ASSERT_TRUE(order.has_value());
+  proto::PushProgress failed = Failed(*order);
+  failed.set_failed_target("s");
+  EXPECT_TRUE(c.Report("a", failed));
+  EXPECT_THAT(c.Group("g1").members(), ElementsAre("a"));
+  ASSERT_TRUE(c.CompleteReconfiguration("g1"));
+  proto::ReplicaGroup g = c.Group("g1");
+  EXPECT_EQ(g.state(), proto::GROUP_STATE_SERVING);
+  EXPECT_THAT(g.members(), ElementsAre("a"));
+  // Registered anew (restarted, say, with its address fixed): taken again.
+  EXPECT_TRUE(c.Restart("s", /*recovered=*/false));
+  EXPECT_THAT(c.Group("g1").joining(), ElementsAre("s"));
+}
+
 TEST(ReplicaGroupsTest, StaleProgressReportChangesNothing) {
   Cluster c(2);
   c.Join({"a", "b"});
