@@ -9,9 +9,10 @@ CoordinatorStub::CoordinatorStub(const std::string& address, std::string token)
   // After a coordinator restart, reconnect within a fraction of a lease:
   // gRPC's default backoff grows to minutes, and a server of a replicated
   // cluster that fenced itself meanwhile waits for it to register again.
+  // (Not GRPC_ARG_MIN_RECONNECT_BACKOFF_MS: that is also the shortest time
+  // a connection attempt is given, 20 s by default.)
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 500);
   stub_ = proto::Coordinator::NewStub(
       grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));

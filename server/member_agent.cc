@@ -48,7 +48,7 @@ proto::RegionStats MemberAgent::FreshStats() {
 
 absl::Duration MemberAgent::RpcTimeout() const {
   // Replicated, a heartbeat returns by the time this server must fence
-  // itself, half a lease after the last renewal: well before the
+  // itself, three quarters of a lease after the last renewal: before the
   // coordinator, which heard that renewal later, may give its group to
   // the others.
   if (replicas_ > 1 && registered_) {
@@ -217,8 +217,8 @@ absl::Status MemberAgent::Run(const volatile std::sig_atomic_t* stop) {
     const bool pushing = pusher_.joinable() && !push_done_.load();
     while (!*stop && absl::Now() < until) {
       if (pushing && push_done_.load()) break;  // Report it at once.
-      // Replicated: half a lease unrenewed, and the coordinator may soon
-      // give the group to the other members.
+      // Replicated: three quarters of a lease unrenewed, and the
+      // coordinator may soon give the group to the other members.
       if (replicas_ > 1 && registered_ && absl::Now() >= FenceBy()) break;
       absl::SleepFor(absl::Milliseconds(10));
     }

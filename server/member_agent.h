@@ -51,8 +51,10 @@ class MemberAgent {
   // When the last heartbeat that renewed the lease was sent: the lease
   // holds until then + lease_ at the coordinator, which heard it later.
   absl::Time renewed_at_ = absl::InfinitePast();
-  // Replicated: when this server must have fenced itself, unless renewed.
-  absl::Time FenceBy() const { return renewed_at_ + lease_ / 2; }
+  // Replicated: when this server must have fenced itself, unless renewed:
+  // a quarter lease before the coordinator, which heard the renewal later,
+  // can declare the lease lost.
+  absl::Time FenceBy() const { return renewed_at_ + lease_ * 3 / 4; }
   // The coordinator wants the next heartbeat soon (a reconfiguration).
   bool hurry_ = false;
   proto::RegionStats stats_;

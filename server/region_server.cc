@@ -149,7 +149,14 @@ void RegionServer::StopServing() {
 }
 
 absl::Status RegionServer::Settle(bool wipe, bool keep_pool) {
-  if (wipe) layout::InitRegion(memory_, layout_);
+  if (wipe) {
+    // A blank index, cursor and free pool, with word stores: the memory is
+    // served again afterwards, read by the NIC's word loads.
+    for (uint64_t off = layout::HeaderOffsets::kHeapCursor; off < layout_.heap_offset; off += 8) {
+      std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(memory_ + off))
+          .store(0, std::memory_order_relaxed);
+    }
+  }
   uint8_t* const copies[] = {memory_};
   return TakeOver(copies, layout_, keep_pool).status();
 }

@@ -1,5 +1,7 @@
 #include "common/layout/region_format.h"
 
+#include <atomic>
+
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -92,9 +94,12 @@ void InitRegion(uint8_t* region, const Layout& l) {
 }
 
 void SetGeneration(uint8_t* region, uint64_t generation) {
-  Put<uint64_t>(region, HeaderOffsets::kGeneration, generation);
-  Put<uint32_t>(region, HeaderOffsets::kChecksum,
-                HeaderChecksum(reinterpret_cast<const char*>(region)));
+  // A served region's header is read by peers (the NIC) concurrently:
+  // word stores, as theirs are word loads.
+  std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(region + HeaderOffsets::kGeneration))
+      .store(generation, std::memory_order_relaxed);
+  std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(region + HeaderOffsets::kChecksum))
+      .store(HeaderChecksum(reinterpret_cast<const char*>(region)), std::memory_order_relaxed);
 }
 
 absl::StatusOr<Layout> ParseHeader(absl::string_view header, uint64_t region_bytes) {

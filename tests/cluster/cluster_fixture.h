@@ -25,7 +25,12 @@
 namespace rkv::testing {
 
 inline constexpr char kClusterToken[] = "cluster-test-token";
-inline constexpr int kLeaseMs = 600;
+// The coordinator's lease; RKV_TEST_LEASE_MS lengthens it for slow builds
+// (the sanitizer runs), where a server may not heartbeat in 600 ms.
+inline const int kLeaseMs = [] {
+  const char* ms = std::getenv("RKV_TEST_LEASE_MS");
+  return ms != nullptr && *ms != '\0' ? std::atoi(ms) : 600;
+}();
 
 // A child process, killed (SIGKILL) if still running when destroyed.
 class Process {
