@@ -96,6 +96,10 @@ int Status(rkv::CoordinatorStub& coord) {
       for (int m = 0; m < g.members_size(); ++m) {
         std::cout << (m ? ", " : "") << "\"" << JsonEscape(g.members(m)) << "\"";
       }
+      std::cout << "], \"copying\": [";
+      for (int m = 0; m < g.copying_size(); ++m) {
+        std::cout << (m ? ", " : "") << "\"" << JsonEscape(g.copying(m)) << "\"";
+      }
       std::cout << "], \"copied_bytes\": " << g.copied_bytes()
                 << ", \"copy_bytes\": " << g.copy_bytes() << "}";
     }
@@ -125,12 +129,16 @@ int Status(rkv::CoordinatorStub& coord) {
                                "MEMBERS (PRIMARY FIRST)", "COPY");
   for (const auto& g : map.groups()) {
     std::string copy;
+    const std::string progress =
+        g.copy_bytes() == 0 ? "" : absl::StrFormat("%d/%d MiB (%d%%)", g.copied_bytes() >> 20,
+                                                   g.copy_bytes() >> 20,
+                                                   100 * g.copied_bytes() / g.copy_bytes());
     if (g.state() == rkv::proto::GROUP_STATE_RECONFIGURING) {
-      copy = g.copy_bytes() == 0
-                 ? "fencing"
-                 : absl::StrFormat("%d/%d MiB (%d%%)", g.copied_bytes() >> 20,
-                                   g.copy_bytes() >> 20, 100 * g.copied_bytes() / g.copy_bytes());
-      if (!g.joining().empty()) absl::StrAppend(&copy, ", copying in ", absl::StrJoin(g.joining(), ","));
+      copy = progress.empty() ? "fencing" : progress;
+      if (!g.joining().empty()) absl::StrAppend(&copy, ", joining: ", absl::StrJoin(g.joining(), ","));
+    } else if (!g.copying().empty()) {
+      copy = absl::StrCat("copying ", absl::StrJoin(g.copying(), ","), " in while serving",
+                          progress.empty() ? "" : ": " + progress);
     } else if (g.members_size() < static_cast<int>(replicas)) {
       copy = absl::StrCat(g.members_size(), " of ", replicas, " copies: waiting for a spare server");
     }

@@ -175,6 +175,7 @@ grpc::Status CoordinatorService::Register(grpc::ServerContext* ctx,
   *m.info.mutable_stats() = req->stats();
   m.info.set_state(proto::SERVER_STATE_UP);
   m.last_heard = absl::Now();
+  m.chunk_hashes.assign(req->chunk_hashes().begin(), req->chunk_hashes().end());
   ChangedLocked();
   RKV_LOG(INFO) << "server " << req->id() << (known ? " re-registered" : " joined") << " at "
                 << req->region().endpoint().address() << " (" << req->region().endpoint().kind()
@@ -222,7 +223,20 @@ grpc::Status CoordinatorService::Heartbeat(grpc::ServerContext* ctx,
   resp->set_lease_ms(absl::ToInt64Milliseconds(lease_));
   resp->set_fence(groups_.MustFence(req->id(), req->generation()));
   if (std::optional<proto::PushOrder> order = groups_.PushFor(req->id(), views)) {
-    for (proto::ServerInfo& t : *order->mutable_targets()) t = members_.at(t.id()).info;
+    for (proto::ServerInfo& t : *order->mutable_targets()) {
+      Member& target = members_.at(t.id());
+      t = target.info;
+      // A fenced target registered since the reconfiguration began, with
+      // the hashes of what it held then. They are handed out once: the
+      // push changes what they describe, and a push started again (the
+      // pusher fenced on its own, say) copies the target whole. (A live
+      // copy's spare may have been written since it registered.)
+      proto::ChunkHashes* h = order->add_target_hashes();
+      if (!order->live()) {
+        h->mutable_hashes()->Assign(target.chunk_hashes.begin(), target.chunk_hashes.end());
+        target.chunk_hashes.clear();
+      }
+    }
     *resp->mutable_push() = *std::move(order);
   }
   resp->set_hurry(groups_.Reconfiguring(req->id()));

@@ -14,6 +14,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <vector>
 #include <thread>
 
 #include "absl/status/status.h"
@@ -55,6 +56,9 @@ class CoordinatorService final : public proto::Coordinator::Service {
   struct Member {
     proto::ServerInfo info;
     absl::Time last_heard;
+    // Its region's chunk hashes, sent with its registration after a fence
+    // (for the push that corrects it); not part of the map.
+    std::vector<uint64_t> chunk_hashes;
   };
 
   grpc::Status Authenticate(grpc::ServerContext* ctx, const char* method) const;

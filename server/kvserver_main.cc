@@ -31,6 +31,12 @@ ABSL_FLAG(uint32_t, soft_threads, 0,
           "Soft fabric: threads of the virtual NIC that execute clients' requests, each an "
           "event loop serving its share of the queue pairs (0: min(hardware threads, 4)).");
 
+ABSL_FLAG(std::string, copy_rate, "0",
+          "Replicated clusters: a ceiling per second on the bytes this server sends when it "
+          "copies its region to a spare while clients keep working (e.g. 200MiB), so that "
+          "the copy leaves them the network; 0: no ceiling. Copies made while its group is "
+          "paused go at full speed.");
+
 namespace {
 
 volatile std::sig_atomic_t g_stop = 0;
@@ -47,7 +53,7 @@ int main(int argc, char** argv) {
                   "kvserver: an rkv storage node.\n"
                   "Usage: kvserver --id=NAME [--coordinator=HOST:PORT] [--fabric=auto|verbs|soft]\n"
                   "                [--memory=64MiB] [--region_file=PATH] [--token=T|--token_file=F]\n"
-                  "                [--soft_threads=N] [--soft_busy_poll=50us]");
+                  "                [--soft_threads=N] [--soft_busy_poll=50us] [--copy_rate=200MiB]");
   if (absl::Status s = rkv::EnsureFileLimit(256); !s.ok()) {
     std::cerr << "kvserver: " << s.message() << "\n";
     return 1;
@@ -60,7 +66,9 @@ int main(int argc, char** argv) {
   auto token = rkv::ClusterTokenFromFlags();
   auto fabric_options = rkv::fabric::FabricOptionsFromFlags();
   auto bytes = rkv::ParseByteSize(absl::GetFlag(FLAGS_memory));
-  for (const absl::Status& s : {token.status(), fabric_options.status(), bytes.status()}) {
+  auto copy_rate = rkv::ParseByteSize(absl::GetFlag(FLAGS_copy_rate));
+  for (const absl::Status& s :
+       {token.status(), fabric_options.status(), bytes.status(), copy_rate.status()}) {
     if (!s.ok()) {
       std::cerr << "kvserver: " << s.message() << "\n";
       return 2;
@@ -90,7 +98,7 @@ int main(int argc, char** argv) {
   std::signal(SIGTERM, [](int) { g_stop = 1; });
   rkv::CoordinatorStub coord(absl::GetFlag(FLAGS_coordinator), *token);
   rkv::server::MemberAgent agent(id, rkv::fabric::FabricKindName((*fabric)->kind()), **region,
-                                 coord);
+                                 coord, *copy_rate);
   if (absl::Status s = agent.Run(&g_stop); !s.ok()) return Fail(s);
   RKV_LOG(INFO) << "kvserver " << id << " stopping";
   if (absl::Status s = (*region)->Flush(); !s.ok()) return Fail(s);

@@ -30,11 +30,12 @@ fabric::RemoteRegion FromProto(const proto::RegionDescriptor& r) {
 }  // namespace
 
 MemberAgent::MemberAgent(std::string id, std::string kind, RegionServer& region,
-                         CoordinatorStub& coord)
+                         CoordinatorStub& coord, uint64_t copy_rate)
     : id_(std::move(id)),
       kind_(std::move(kind)),
       region_(region),
-      coord_(coord) {}
+      coord_(coord),
+      copy_rate_(copy_rate) {}
 
 MemberAgent::~MemberAgent() { StopPush(); }
 
@@ -66,50 +67,81 @@ void MemberAgent::StopPush() {
 
 void MemberAgent::Fence(const char* why) {
   StopPush();  // It writes from the registration that goes.
+  // Whatever it was is over: nothing of it is reported.
+  push_key_.clear();
+  push_group_.clear();
+  push_config_ = 0;
   const uint64_t generation =
       std::max(region_.generation() + 1, static_cast<uint64_t>(absl::ToUnixMillis(absl::Now())));
   if (absl::Status s = region_.Fence(generation); !s.ok()) {
     // Serving on under the old rkey would let a fenced-out client in.
     RKV_LOG(FATAL) << "cannot fence the region (" << why << "): " << s;
   }
+  // Nothing reaches the memory now but the pusher the coordinator will
+  // give the new rkey: what it holds now is what the pusher must correct.
+  chunk_hashes_ = region_.ChunkHashes();
   RKV_LOG(INFO) << "fenced the region (" << why << "): generation " << generation;
   registered_ = false;
 }
 
 void MemberAgent::StartPush(const proto::PushOrder& order) {
-  if (order.group() == push_group_ && order.config() == push_config_) return;  // Under way.
+  std::string key = absl::StrCat(order.group(), "/", order.config(), order.live() ? "/live" : "");
+  for (const proto::ServerInfo& t : order.targets()) {
+    absl::StrAppend(&key, "/", t.id(), ":", t.region().generation());
+  }
+  if (key == push_key_) return;  // Under way, or done and reported.
   StopPush();
+  push_key_ = std::move(key);
   push_group_ = order.group();
   push_config_ = order.config();
+  push_live_ = order.live();
   push_copied_ = 0;
   push_done_ = false;
   push_error_.clear();
   push_failed_target_.clear();
-  std::vector<std::pair<std::string, fabric::RemoteRegion>> targets;
+  struct Target {
+    std::string id;
+    fabric::RemoteRegion region;
+    std::vector<uint64_t> hashes;
+  };
+  std::vector<Target> targets;
   std::string names;
-  for (const proto::ServerInfo& t : order.targets()) {
-    targets.emplace_back(t.id(), FromProto(t.region()));
+  for (int i = 0; i < order.targets_size(); ++i) {
+    const proto::ServerInfo& t = order.targets(i);
+    Target& target = targets.emplace_back(Target{t.id(), FromProto(t.region()), {}});
+    if (i < order.target_hashes_size()) {
+      target.hashes.assign(order.target_hashes(i).hashes().begin(),
+                           order.target_hashes(i).hashes().end());
+    }
     absl::StrAppend(&names, names.empty() ? "" : ",", t.id());
   }
   push_total_ = region_.PushBytes() * targets.size();
-  RKV_LOG(INFO) << "group " << order.group() << " config " << order.config() << ": settling"
-                << (order.wipe() ? " a blank region" : " this copy")
-                << (targets.empty() ? "" : absl::StrCat(" and pushing it to ", names));
-  pusher_ = std::thread([this, targets = std::move(targets), wipe = order.wipe(),
-                         keep_pool = order.keep_pool()] {
+  RKV_LOG(INFO) << "group " << order.group() << " config " << order.config() << ": "
+                << (order.live() ? absl::StrCat("copying this serving region live to ", names)
+                                 : absl::StrCat("settling", order.wipe() ? " a blank region" : " this copy",
+                                                targets.empty() ? "" : " and pushing it to " + names));
+  pusher_ = std::thread([this, targets = std::move(targets), live = order.live(),
+                         wipe = order.wipe(), keep_pool = order.keep_pool()] {
     const absl::Time start = absl::Now();
-    absl::Status s = region_.Settle(wipe, keep_pool);
-    for (const auto& [id, target] : targets) {
+    absl::Status s = live ? absl::OkStatus() : region_.Settle(wipe, keep_pool);
+    uint64_t sent = 0;
+    const RegionServer::PushControl control{&push_copied_, &cancel_push_, live ? copy_rate_ : 0};
+    for (const Target& t : targets) {
       if (!s.ok()) break;
-      s = region_.Push(target, &push_copied_, &cancel_push_);
-      if (!s.ok()) push_failed_target_ = id;
+      absl::StatusOr<uint64_t> n = region_.Push(t.region, t.hashes, control);
+      if (n.ok()) {
+        sent += *n;
+      } else {
+        s = n.status();
+        push_failed_target_ = t.id;
+      }
     }
     if (!s.ok()) {
       push_error_ = std::string(s.message());
       RKV_LOG(WARNING) << "push for group " << push_group_ << " failed: " << s;
     } else {
-      RKV_LOG(INFO) << "push for group " << push_group_ << " done: "
-                    << (push_copied_.load() >> 20) << " MiB in " << absl::Now() - start;
+      RKV_LOG(INFO) << "push for group " << push_group_ << " done: " << (sent >> 10) << " KiB sent of "
+                    << (push_total_ >> 10) << " KiB in " << absl::Now() - start;
     }
     push_done_ = true;
   });
@@ -132,10 +164,12 @@ grpc::Status MemberAgent::Exchange() {
     d->set_generation(region_.generation());
     *req.mutable_stats() = FreshStats();
     req.set_previous_generation(region_.previous_generation());
+    for (uint64_t h : chunk_hashes_) req.add_chunk_hashes(h);
     proto::RegisterResponse resp;
     grpc::Status s = coord_.stub().Register(&ctx, req, &resp);
     if (!s.ok()) return s;
     registered_ = true;
+    chunk_hashes_.clear();  // Pushes change the memory from now on.
     renewed_at_ = sent;
     lease_ = absl::Milliseconds(resp.lease_ms());
     replicas_ = std::max<uint32_t>(1, resp.replicas());
@@ -155,6 +189,7 @@ grpc::Status MemberAgent::Exchange() {
     p->set_config(push_config_);
     p->set_copied_bytes(push_copied_.load());
     p->set_copy_bytes(push_total_);
+    p->set_live(push_live_);
     if (push_done_.load()) {
       p->set_done(push_error_.empty());
       p->set_error(push_error_);
@@ -178,9 +213,11 @@ grpc::Status MemberAgent::Exchange() {
     Fence("ordered by the coordinator");
   } else if (resp.has_push()) {
     StartPush(resp.push());
-  } else if (push_done_.load() && !push_group_.empty()) {
-    // The order is gone: the group serves (or moved on).
+  } else if (!push_group_.empty()) {
+    // The order is gone: the group serves, or moved on (a spare copied
+    // live went away, say).
     StopPush();
+    push_key_.clear();
     push_group_.clear();
     push_config_ = 0;
   }

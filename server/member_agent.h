@@ -1,9 +1,10 @@
 // A kvserver's side of membership: registers its region with the
 // coordinator, renews its lease with heartbeats (reporting usage), and
 // carries out what the coordinator orders for its replica group — fence
-// (register anew under a new rkey) and push (settle this copy, then copy it
-// whole to the group's other members, on a thread of its own, reporting
-// progress with each heartbeat). In a replicated cluster it also fences the
+// (register anew under a new rkey, telling the coordinator the hashes of its
+// region's chunks) and push (settle this copy, then send the group's other
+// members the chunks they lack; or, serving, copy it live to spares), on a
+// thread of its own, reporting progress with each heartbeat. In a replicated cluster it also fences the
 // region itself when it cannot renew its lease in time: by then the
 // coordinator may have given the group to the other members, and a client
 // still reaching this copy must not read or write it.
@@ -14,6 +15,7 @@
 #include <csignal>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -24,7 +26,10 @@ namespace rkv::server {
 
 class MemberAgent {
  public:
-  MemberAgent(std::string id, std::string kind, RegionServer& region, CoordinatorStub& coord);
+  // `copy_rate`: a ceiling in bytes per second on live copies to spares,
+  // which share the fabric with clients (0: none).
+  MemberAgent(std::string id, std::string kind, RegionServer& region, CoordinatorStub& coord,
+              uint64_t copy_rate = 0);
   ~MemberAgent();
 
   // Runs until *stop is set, then deregisters. An error when the
@@ -44,8 +49,11 @@ class MemberAgent {
   const std::string kind_;
   RegionServer& region_;
   CoordinatorStub& coord_;
+  const uint64_t copy_rate_;
 
   bool registered_ = false;
+  // Taken after the last fence, sent with the registration that follows.
+  std::vector<uint64_t> chunk_hashes_;
   uint32_t replicas_ = 1;
   absl::Duration lease_ = absl::Seconds(3);
   // When the last heartbeat that renewed the lease was sent: the lease
@@ -60,10 +68,13 @@ class MemberAgent {
   proto::RegionStats stats_;
   absl::Time stats_at_ = absl::InfinitePast();
 
-  // The push under way or last finished, for the order of (group, config).
+  // The push under way or last finished, and the order it carries out
+  // (group, configuration, live, targets' registrations).
   std::thread pusher_;
+  std::string push_key_;
   std::string push_group_;
   uint64_t push_config_ = 0;
+  bool push_live_ = false;
   std::atomic<uint64_t> push_copied_{0};
   uint64_t push_total_ = 0;
   std::atomic<bool> push_done_{false};

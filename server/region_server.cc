@@ -5,11 +5,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cerrno>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/fabric/remote_op.h"
+#include "common/hash.h"
 #include "common/socket.h"
 #include "common/status.h"
 #include "server/replica_takeover.h"
@@ -165,64 +169,143 @@ uint64_t RegionServer::PushBytes() const {
   return layout_.region_bytes - layout::HeaderOffsets::kHeapCursor;
 }
 
-absl::Status RegionServer::Push(const fabric::RemoteRegion& t, std::atomic<uint64_t>* copied,
-                                const std::atomic<bool>* cancel) {
-  // Everything from the heap cursor on: the header's identity (geometry,
-  // generation, checksum) stays each copy's own. The heap goes first, then
-  // the index, then the header's cursor and free pool: a push cut short
-  // leaves no slot naming a block it has not written (a target's own slots
-  // name blocks that hold the same bytes here, unless this copy's slot
-  // moved on to a write the target never saw, whose replaced block nobody
-  // freed).
+uint64_t RegionServer::PushChunkBytes() const {
+  // Small enough that a push after a live copy sends little more than what
+  // changed, few enough that their hashes fit a registration (16 Ki of
+  // them at most below 128 GiB).
+  return std::clamp<uint64_t>(std::bit_ceil(PushBytes() / 16384), 64 << 10, 8 << 20);
+}
+
+std::vector<RegionServer::Chunk> RegionServer::PushChunks() const {
+  const uint64_t chunk = PushChunkBytes();
+  // The heap goes first, then the index, then the header's cursor and free
+  // pool: a push cut short leaves no slot naming a block it has not
+  // written (a target's own slots name blocks that hold the same bytes
+  // here, unless this copy's slot moved on to a write the target never
+  // saw, whose replaced block nobody freed).
   const uint64_t ranges[][2] = {
       {layout_.heap_offset, layout_.region_bytes},
       {layout_.index_offset, layout_.heap_offset},
       {layout::HeaderOffsets::kHeapCursor, layout_.index_offset},
   };
+  std::vector<Chunk> chunks;
+  for (const auto& [from, to] : ranges) {
+    for (uint64_t at = from; at < to; at += chunk) {
+      chunks.push_back({at, static_cast<uint32_t>(std::min(chunk, to - at))});
+    }
+  }
+  return chunks;
+}
+
+std::vector<uint64_t> RegionServer::ChunkHashes() const {
+  std::vector<uint64_t> hashes;
+  for (const Chunk& c : PushChunks()) {
+    hashes.push_back(
+        XXH64(absl::string_view(reinterpret_cast<const char*>(memory_ + c.offset), c.length)));
+  }
+  return hashes;
+}
+
+absl::Status RegionServer::CheckTarget(fabric::QueuePair& qp, const fabric::RemoteRegion& t,
+                                       uint8_t* buffer, uint32_t lkey) {
   if (t.length != layout_.region_bytes) {
     return absl::FailedPreconditionError(absl::StrCat(
         "target region of ", t.length, " bytes; this one has ", layout_.region_bytes));
   }
-  fabric::Endpoint endpoint = t.endpoint;
-  if (endpoint.token.empty()) endpoint.token = token_;
-  RKV_ASSIGN_OR_RETURN(std::unique_ptr<fabric::QueuePair> qp, fabric_->Connect(endpoint));
-  for (const auto& [from, to] : ranges) {
-    RKV_RETURN_IF_ERROR(PushRange(*qp, t, from, to, copied, cancel));
+  const fabric::WorkRequest read =
+      fabric::WorkRequest::Read(0, buffer, layout::kHeaderBytes, lkey, t.base, t.rkey);
+  RKV_RETURN_IF_ERROR(qp.Post({&read, 1}));
+  fabric::Completion c;
+  if (qp.Wait({&c, 1}, absl::Seconds(10)) == 0) {
+    return absl::DeadlineExceededError("the target's header did not come in 10 s");
+  }
+  if (c.status != fabric::CompletionStatus::kSuccess) {
+    return absl::UnavailableError(
+        absl::StrCat("reading the target's header: ", fabric::CompletionStatusName(c.status)));
+  }
+  absl::StatusOr<layout::Layout> theirs = layout::ParseHeader(
+      absl::string_view(reinterpret_cast<const char*>(buffer), layout::kHeaderBytes), t.length);
+  if (!theirs.ok()) return theirs.status();
+  if (!layout::SameGeometry(*theirs, layout_)) {
+    return absl::FailedPreconditionError(
+        "the target's region has another geometry (index share) than this one's");
   }
   return absl::OkStatus();
 }
 
-absl::Status RegionServer::PushRange(fabric::QueuePair& qp, const fabric::RemoteRegion& t,
-                                     uint64_t from, uint64_t to, std::atomic<uint64_t>* copied,
-                                     const std::atomic<bool>* cancel) {
-  constexpr uint32_t kChunk = 256 << 10;
-  constexpr int kWindow = 16;
-  uint64_t next = from, done = from;
-  int in_flight = 0;
-  fabric::Completion cs[kWindow];
-  absl::Time heard = absl::Now();
-  while (done < to) {
-    if (cancel->load()) {
+absl::StatusOr<uint64_t> RegionServer::Push(const fabric::RemoteRegion& t,
+                                            absl::Span<const uint64_t> target_hashes,
+                                            const PushControl& control) {
+  const std::vector<Chunk> chunks = PushChunks();
+  if (!target_hashes.empty() && target_hashes.size() != chunks.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the target sent ", target_hashes.size(), " chunk hashes; this region has ", chunks.size()));
+  }
+  fabric::Endpoint endpoint = t.endpoint;
+  if (endpoint.token.empty()) endpoint.token = token_;
+  RKV_ASSIGN_OR_RETURN(std::unique_ptr<fabric::QueuePair> qp, fabric_->Connect(endpoint));
+  // Chunks go out of a staging buffer, copied with word loads: serving,
+  // the region changes under the copy (a torn chunk is sent again when the
+  // spare joins), and a chunk's hash must be that of the bytes sent.
+  const uint32_t chunk_bytes = static_cast<uint32_t>(PushChunkBytes());
+  const int window = std::clamp<int>(static_cast<int>((16u << 20) / chunk_bytes), 2, 64);
+  const size_t staging_bytes = std::max<size_t>(size_t{chunk_bytes} * window, layout::kHeaderBytes);
+  std::unique_ptr<uint8_t[]> staging(new uint8_t[staging_bytes]);
+  RKV_ASSIGN_OR_RETURN(std::unique_ptr<fabric::MemoryRegion> mr,
+                       fabric_->RegisterMemory(staging.get(), staging_bytes, fabric::kLocalWrite));
+  RKV_RETURN_IF_ERROR(CheckTarget(*qp, t, staging.get(), mr->lkey()));
+
+  std::vector<int> free_slots;
+  for (int i = window - 1; i >= 0; --i) free_slots.push_back(i);
+  std::vector<uint32_t> lengths(window);
+  fabric::Completion cs[64];
+  const absl::Time start = absl::Now();
+  absl::Time heard = start;
+  uint64_t sent = 0;
+  size_t next = 0;
+  std::vector<fabric::WorkRequest> batch;
+  while (next < chunks.size() || free_slots.size() < size_t(window)) {
+    const int in_flight = window - static_cast<int>(free_slots.size());
+    if (control.cancel->load()) {
       // Nothing may still be landing once we return: drain what is posted.
-      while (in_flight > 0 && absl::Now() - heard < absl::Seconds(10)) {
-        const size_t got = qp.Wait(absl::MakeSpan(cs), absl::Milliseconds(100));
+      for (int left = in_flight; left > 0 && absl::Now() - heard < absl::Seconds(10);) {
+        const size_t got = qp->Wait(absl::MakeSpan(cs), absl::Milliseconds(100));
         if (got > 0) heard = absl::Now();
-        in_flight -= static_cast<int>(got);
+        left -= static_cast<int>(got);
       }
       return absl::CancelledError("push cancelled");
     }
-    std::vector<fabric::WorkRequest> batch;
-    while (in_flight + static_cast<int>(batch.size()) < kWindow && next < to) {
-      const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(kChunk, to - next));
-      batch.push_back(fabric::WorkRequest::Write(n, memory_ + next, n, region_->lkey(),
-                                                 t.base + next, t.rkey));
-      next += n;
+    batch.clear();
+    while (!free_slots.empty() && next < chunks.size()) {
+      const Chunk& c = chunks[next];
+      if (control.bytes_per_second > 0 &&
+          absl::Now() < start + absl::Seconds(double(sent) / control.bytes_per_second)) {
+        break;  // Over the ceiling: wait for completions, or a while.
+      }
+      const int slot = free_slots.back();
+      uint8_t* const stage = staging.get() + static_cast<size_t>(slot) * chunk_bytes;
+      fabric::CopyFromShared(stage, memory_ + c.offset, c.length);
+      next++;
+      if (!target_hashes.empty() &&
+          XXH64(absl::string_view(reinterpret_cast<const char*>(stage), c.length)) ==
+              target_hashes[next - 1]) {
+        control.copied->fetch_add(c.length, std::memory_order_relaxed);
+        continue;  // The target holds these bytes already.
+      }
+      free_slots.pop_back();
+      lengths[slot] = c.length;
+      sent += c.length;
+      batch.push_back(
+          fabric::WorkRequest::Write(slot, stage, c.length, mr->lkey(), t.base + c.offset, t.rkey));
     }
-    if (!batch.empty()) {
-      RKV_RETURN_IF_ERROR(qp.Post(batch));
-      in_flight += static_cast<int>(batch.size());
+    if (!batch.empty()) RKV_RETURN_IF_ERROR(qp->Post(batch));
+    if (free_slots.size() == size_t(window)) {
+      // Nothing in flight: only the rate ceiling holds the next chunk back.
+      if (next < chunks.size()) absl::SleepFor(absl::Milliseconds(5));
+      heard = absl::Now();
+      continue;
     }
-    const size_t got = qp.Wait(absl::MakeSpan(cs), absl::Milliseconds(100));
+    const size_t got = qp->Wait(absl::MakeSpan(cs), absl::Milliseconds(100));
     if (got == 0) {
       if (absl::Now() - heard > absl::Seconds(10)) {
         return absl::DeadlineExceededError("no completion from the target in 10 s");
@@ -235,12 +318,12 @@ absl::Status RegionServer::PushRange(fabric::QueuePair& qp, const fabric::Remote
         return absl::UnavailableError(
             absl::StrCat("writing the copy: ", fabric::CompletionStatusName(cs[i].status)));
       }
-      done += cs[i].wr_id;  // Each request's id is its length.
-      copied->fetch_add(cs[i].wr_id, std::memory_order_relaxed);
-      in_flight--;
+      const int slot = static_cast<int>(cs[i].wr_id);
+      control.copied->fetch_add(lengths[slot], std::memory_order_relaxed);
+      free_slots.push_back(slot);
     }
   }
-  return absl::OkStatus();
+  return sent;
 }
 
 fabric::RemoteRegion RegionServer::address() const {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "common/fabric/fabric.h"
 #include "common/layout/region_format.h"
 
@@ -76,13 +77,38 @@ class RegionServer {
   // Refuses every request from now on (the registration and the listener
   // go): for a server leaving its group, before it says so.
   void StopServing();
-  // Copies the region whole (all but the header's identity) to `target`,
-  // counting bytes into `copied`; Cancelled soon after *cancel is set. Only
-  // while fenced, and the target too.
-  absl::Status Push(const fabric::RemoteRegion& target, std::atomic<uint64_t>* copied,
-                    const std::atomic<bool>* cancel);
-  // Bytes one Push sends.
+  // The bytes a push sends (all but the header's identity), in chunks:
+  // the heap, then the index, then the header's cursor and free pool.
+  struct Chunk {
+    uint64_t offset = 0;
+    uint32_t length = 0;
+  };
+  std::vector<Chunk> PushChunks() const;
+  // Bytes one Push sends at most.
   uint64_t PushBytes() const;
+  // A hash of each of PushChunks' chunks of this memory as it is: what a
+  // fenced member tells its group's pusher, which then sends only the
+  // chunks that differ.
+  std::vector<uint64_t> ChunkHashes() const;
+
+  struct PushControl {
+    // Bytes brought to agree so far: sent, or found equal by hash.
+    std::atomic<uint64_t>* copied = nullptr;
+    // Cancelled soon after this is set.
+    const std::atomic<bool>* cancel = nullptr;
+    // A ceiling on the bytes sent per second; 0: none.
+    uint64_t bytes_per_second = 0;
+  };
+  // Copies the region to `target`: every chunk whose hash differs from
+  // `target_hashes` (the target's ChunkHashes, taken since it was fenced),
+  // all of them when that is empty. Refuses a target of another geometry.
+  // Returns the bytes sent. Fenced (and the target too), this makes the
+  // target an exact copy; serving (a live copy to a spare no client
+  // reaches), a copy as of no single moment, which a later push under a
+  // fence completes.
+  absl::StatusOr<uint64_t> Push(const fabric::RemoteRegion& target,
+                                absl::Span<const uint64_t> target_hashes,
+                                const PushControl& control);
 
   // Counts used slots and heap (a scan of the index: control plane only).
   RegionStats Stats() const;
@@ -96,10 +122,10 @@ class RegionServer {
  private:
   explicit RegionServer(fabric::Fabric& fabric) : fabric_(&fabric) {}
   absl::Status MapFile(const RegionServerOptions& options);
-  // Push's WRITEs of [from, to) to target `t`, 16 of 256 KiB in flight.
-  absl::Status PushRange(fabric::QueuePair& qp, const fabric::RemoteRegion& t, uint64_t from,
-                         uint64_t to, std::atomic<uint64_t>* copied,
-                         const std::atomic<bool>* cancel);
+  uint64_t PushChunkBytes() const;
+  // Reads the target's header and checks that its geometry is this one's.
+  absl::Status CheckTarget(fabric::QueuePair& qp, const fabric::RemoteRegion& t,
+                           uint8_t* buffer, uint32_t lkey);
 
   fabric::Fabric* fabric_;
   std::string token_;

@@ -98,6 +98,8 @@ void ReplicaGroups::StartReconfig(proto::ReplicaGroup& g, std::vector<std::strin
   }
   g.clear_joining();
   for (const std::string& j : joining) g.add_joining(j);
+  g.clear_copying();
+  g.clear_copying_generations();
   g.set_copied_bytes(0);
   g.set_copy_bytes(0);
   RKV_LOG(INFO) << "group " << g.id() << " reconfigures (config " << g.config()
@@ -119,12 +121,32 @@ bool ReplicaGroups::UpdateServing(proto::ReplicaGroup& g,
     // write may have been half done).
     if (s != nullptr && s->Holds(g.generations(i))) survivors.push_back(g.members(i));
   }
-  if (intact) return false;
+  if (intact) return DropGoneSpares(g, servers);
   if (survivors.empty()) {
     Lose(g);
     return true;
   }
   StartReconfig(g, std::move(survivors), {}, servers);
+  return true;
+}
+
+bool ReplicaGroups::DropGoneSpares(proto::ReplicaGroup& g,
+                                   const std::map<std::string, ServerView>& servers) {
+  // A spare being copied in that went down or registered anew holds
+  // nothing of the copy any more: it is no longer copied (and may be
+  // taken again as a spare).
+  bool gone = false;
+  for (int i = 0; i < g.copying_size(); ++i) {
+    const ServerView* s = View(servers, g.copying(i));
+    gone |= s == nullptr || !s->up || s->generation != g.copying_generations(i);
+  }
+  if (!gone) return false;
+  RKV_LOG(INFO) << "group " << g.id() << ": a spare being copied in ("
+                << absl::StrJoin(g.copying(), ",") << ") went away; copy abandoned";
+  g.clear_copying();
+  g.clear_copying_generations();
+  g.set_copied_bytes(0);
+  g.set_copy_bytes(0);
   return true;
 }
 
@@ -224,6 +246,7 @@ std::vector<std::string> ReplicaGroups::Spares(const std::map<std::string, Serve
   std::set<std::string> placed;
   for (const proto::ReplicaGroup& g : groups_) {
     placed.insert(g.members().begin(), g.members().end());
+    placed.insert(g.copying().begin(), g.copying().end());
     if (g.state() != proto::GROUP_STATE_SERVING) placed.insert(g.serving().begin(), g.serving().end());
   }
   std::vector<std::string> out;
@@ -239,14 +262,24 @@ std::vector<std::string> ReplicaGroups::Spares(const std::map<std::string, Serve
 
 bool ReplicaGroups::PlaceSpares(const std::map<std::string, ServerView>& servers) {
   bool changed = false;
-  // Groups short of copies first, each taking one spare at a time.
+  // Groups short of copies first: the spares they lack are copied in live
+  // from the primary while the group serves on, and join once copied.
   for (proto::ReplicaGroup& g : groups_) {
-    if (g.state() != proto::GROUP_STATE_SERVING || g.members_size() >= int(replicas_)) continue;
+    if (g.state() != proto::GROUP_STATE_SERVING || g.members_size() >= int(replicas_) ||
+        g.copying_size() > 0) {
+      continue;
+    }
     std::vector<std::string> spares = Spares(servers, g.region_bytes());
     if (spares.empty()) continue;
-    std::vector<std::string> members(g.members().begin(), g.members().end());
-    members.push_back(spares.front());
-    StartReconfig(g, std::move(members), {spares.front()}, servers);
+    spares.resize(std::min<size_t>(spares.size(), replicas_ - g.members_size()));
+    for (const std::string& id : spares) {
+      g.add_copying(id);
+      g.add_copying_generations(View(servers, id)->generation);
+    }
+    g.set_copied_bytes(0);
+    g.set_copy_bytes(0);
+    RKV_LOG(INFO) << "group " << g.id() << " copies " << absl::StrJoin(spares, ",")
+                  << " in while it serves (from " << g.members(0) << ")";
     changed = true;
   }
   // Then new groups, of R spares with one region size — only while every
@@ -276,6 +309,34 @@ bool ReplicaGroups::PlaceSpares(const std::map<std::string, ServerView>& servers
     changed = true;
   }
   return changed;
+}
+
+bool ReplicaGroups::OnLiveProgress(proto::ReplicaGroup& g, const proto::PushProgress& p,
+                                   const std::map<std::string, ServerView>& servers) {
+  if (g.copying_size() == 0) return false;
+  if (!p.error().empty()) {
+    RKV_LOG(WARNING) << "group " << g.id() << ": the live copy from " << g.members(0) << " failed"
+                     << (p.failed_target().empty() ? "" : " to " + p.failed_target()) << ": "
+                     << p.error();
+    // As for a push: a spare the primary cannot reach is no spare until it
+    // registers anew. The others are taken again by PlaceSpares.
+    if (const ServerView* s = View(servers, p.failed_target()); s != nullptr) {
+      refused_[p.failed_target()] = s->generation;
+    }
+    g.clear_copying();
+    g.clear_copying_generations();
+    return true;
+  }
+  g.set_copied_bytes(p.copied_bytes());
+  g.set_copy_bytes(p.copy_bytes());
+  if (!p.done()) return false;
+  // Copied as of no single moment: the spares join in a reconfiguration,
+  // fenced, that sends them only the chunks that differ from the primary's.
+  std::vector<std::string> members(g.members().begin(), g.members().end());
+  std::vector<std::string> joining(g.copying().begin(), g.copying().end());
+  members.insert(members.end(), joining.begin(), joining.end());
+  StartReconfig(g, std::move(members), std::move(joining), servers);
+  return true;
 }
 
 bool ReplicaGroups::AllFenced(const proto::ReplicaGroup& g,
@@ -312,6 +373,14 @@ bool ReplicaGroups::Reconfiguring(const std::string& id) const {
 std::optional<proto::PushOrder> ReplicaGroups::PushFor(
     const std::string& id, const std::map<std::string, ServerView>& servers) const {
   for (const proto::ReplicaGroup& g : groups_) {
+    if (g.state() == proto::GROUP_STATE_SERVING && g.copying_size() > 0 && g.members(0) == id) {
+      proto::PushOrder order;
+      order.set_group(g.id());
+      order.set_config(g.config());
+      order.set_live(true);
+      for (const std::string& t : g.copying()) order.add_targets()->set_id(t);
+      return order;
+    }
     if (g.state() != proto::GROUP_STATE_RECONFIGURING || g.members(0) != id ||
         !AllFenced(g, servers)) {
       continue;
@@ -332,10 +401,12 @@ std::optional<proto::PushOrder> ReplicaGroups::PushFor(
 bool ReplicaGroups::OnProgress(const std::string& id, const proto::PushProgress& p,
                                const std::map<std::string, ServerView>& servers) {
   proto::ReplicaGroup* g = Find(p.group());
-  if (g == nullptr || g->state() != proto::GROUP_STATE_RECONFIGURING ||
-      g->config() != p.config() || g->members(0) != id) {
+  if (g == nullptr || g->config() != p.config() || g->members_size() == 0 ||
+      g->members(0) != id) {
     return false;  // A report of an order that no longer stands.
   }
+  if (p.live()) return g->state() == proto::GROUP_STATE_SERVING && OnLiveProgress(*g, p, servers);
+  if (g->state() != proto::GROUP_STATE_RECONFIGURING) return false;
   if (!p.error().empty()) {
     RKV_LOG(WARNING) << "group " << g->id() << ": the push from " << id << " failed"
                      << (p.failed_target().empty() ? "" : " to " + p.failed_target()) << ": "

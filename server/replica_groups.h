@@ -8,10 +8,12 @@
 // its region) or restarted starts a reconfiguration of the members left:
 // each is fenced (registers anew under a new rkey, so no request of a
 // client of the old configuration lands any more), then the first settles
-// its copy and pushes it whole to the others, and the group serves again.
-// A group short of copies takes a spare server (up, in no group, same
-// region size) the same way; R spares with no group to join form a new
-// group. With one copy per group (R = 1) groups are the servers themselves
+// its copy and pushes it to the others (the chunks each lacks), and the
+// group serves again. A group short of copies takes spare servers (up, in
+// no group, same region size): its primary copies its region to them while
+// the group serves on (a live copy), then they join in a reconfiguration
+// that sends them only what changed meanwhile. R spares with no group to
+// join form a new group. With one copy per group (R = 1) groups are the servers themselves
 // and none of this runs.
 #ifndef RKV_SERVER_REPLICA_GROUPS_H_
 #define RKV_SERVER_REPLICA_GROUPS_H_
@@ -76,6 +78,10 @@ class ReplicaGroups {
                      std::vector<std::string> joining,
                      const std::map<std::string, ServerView>& servers);
   bool UpdateServing(proto::ReplicaGroup& g, const std::map<std::string, ServerView>& servers);
+  // Stops copying spares that went down or registered anew.
+  bool DropGoneSpares(proto::ReplicaGroup& g, const std::map<std::string, ServerView>& servers);
+  bool OnLiveProgress(proto::ReplicaGroup& g, const proto::PushProgress& p,
+                      const std::map<std::string, ServerView>& servers);
   bool UpdateReconfig(proto::ReplicaGroup& g, const std::map<std::string, ServerView>& servers);
   bool UpdateLost(proto::ReplicaGroup& g, const std::map<std::string, ServerView>& servers);
   bool UpdateSingle(const std::map<std::string, ServerView>& servers);

@@ -96,10 +96,13 @@ class ClusterFixture : public ::testing::Test {
   }
 
   void StartServer(const std::string& id) {
+    // 32 MiB: every reconfiguration strands the heap chunks its clients
+    // had reserved (docs/RELIABILITY.md), and the replicated tests go
+    // through a dozen.
     servers_[id] = std::make_unique<Process>(
         std::vector<std::string>{RKV_KVSERVER, "--id=" + id, "--coordinator=" + address_,
                                  absl::StrCat("--token=", kClusterToken), "--fabric=soft",
-                                 "--memory=16MiB", "--region_file=" + dir_ + "/" + id + ".region"});
+                                 "--memory=32MiB", "--region_file=" + dir_ + "/" + id + ".region"});
   }
 
   proto::ClusterMap Map(const std::string& token = kClusterToken) {

@@ -46,6 +46,7 @@ proto::PushProgress Done(const proto::PushOrder& order) {
   p.set_copied_bytes(kRegionBytes);
   p.set_copy_bytes(kRegionBytes);
   p.set_done(true);
+  p.set_live(order.live());
   return p;
 }
 
@@ -54,6 +55,7 @@ proto::PushProgress Failed(const proto::PushOrder& order) {
   p.set_group(order.group());
   p.set_config(order.config());
   p.set_error("connection reset by peer");
+  p.set_live(order.live());
   return p;
 }
 
@@ -175,6 +177,36 @@ class Cluster {
                                 << " does not serve after its push: " << after.ShortDebugString();
     }
     Update();
+    return AssertionSuccess();
+  }
+
+  // Runs the live copy of spares into serving group `id` through: its
+  // primary is ordered to copy to them (no fence), reports it done, and
+  // the group then reconfigures with them joining. Returns the spares.
+  AssertionResult CompleteLiveCopy(const std::string& id,
+                                   std::initializer_list<std::string> spares) {
+    const proto::ReplicaGroup g = Group(id);
+    const std::vector<std::string> expected(spares);
+    if (g.state() != proto::GROUP_STATE_SERVING ||
+        std::vector<std::string>(g.copying().begin(), g.copying().end()) != expected) {
+      return AssertionFailure() << "group " << id << " is not copying in "
+                                << ::testing::PrintToString(expected) << ": " << g.ShortDebugString();
+    }
+    for (const std::string& m : g.members()) {
+      if (MustFence(m)) return AssertionFailure() << m << " was told to fence during a live copy";
+    }
+    std::optional<proto::PushOrder> order = PushFor(g.members(0));
+    if (!order || !order->live() || Targets(*order) != expected || order->wipe()) {
+      return AssertionFailure() << "no live copy ordered: "
+                                << (order ? order->ShortDebugString() : "none");
+    }
+    if (!Report(g.members(0), Done(*order))) return AssertionFailure() << "done changed nothing";
+    const proto::ReplicaGroup after = Group(id);
+    if (after.state() != proto::GROUP_STATE_RECONFIGURING ||
+        std::vector<std::string>(after.joining().begin(), after.joining().end()) != expected) {
+      return AssertionFailure() << "the spares do not join after their copy: "
+                                << after.ShortDebugString();
+    }
     return AssertionSuccess();
   }
 
@@ -329,11 +361,19 @@ TEST(ReplicaGroupsTest, LostPrimaryHandsTheGroupToTheSurvivorThenTakesTheSpare) 
   EXPECT_THAT(g.members(), ElementsAre("b"));
   EXPECT_THAT(g.serving(), ElementsAre("b"));
 
-  // Short of a copy: the spare is copied in from b.
+  // Short of a copy: the spare is copied in from b, live (b serves on),
+  // then joins.
   EXPECT_TRUE(c.Update());
+  g = c.Group("g1");
+  EXPECT_EQ(g.state(), proto::GROUP_STATE_SERVING);
+  EXPECT_THAT(g.members(), ElementsAre("b"));
+  EXPECT_THAT(g.copying(), ElementsAre("c"));
+  EXPECT_FALSE(c.Reconfiguring("b"));
+  ASSERT_TRUE(c.CompleteLiveCopy("g1", {"c"}));
   g = c.Group("g1");
   EXPECT_EQ(g.state(), proto::GROUP_STATE_RECONFIGURING);
   EXPECT_THAT(g.members(), ElementsAre("b", "c"));
+  EXPECT_THAT(g.copying(), IsEmpty());
   EXPECT_THAT(g.joining(), ElementsAre("c"));
   EXPECT_FALSE(g.forming());
   EXPECT_TRUE(c.MustFence("b"));
@@ -370,6 +410,7 @@ TEST(ReplicaGroupsTest, MemberBackBlankLeavesTheGroupAndIsCopiedInAsASpare) {
 
   // Once a serves alone, b is a spare like any other and is copied in.
   ASSERT_TRUE(c.CompleteReconfiguration("g1"));
+  ASSERT_TRUE(c.CompleteLiveCopy("g1", {"b"}));
   g = c.Group("g1");
   EXPECT_EQ(g.state(), proto::GROUP_STATE_RECONFIGURING);
   EXPECT_THAT(g.members(), ElementsAre("a", "b"));
@@ -441,7 +482,7 @@ TEST(ReplicaGroupsTest, TargetThePusherCannotReachIsLeftOutUntilItRegistersAnew)
   ASSERT_TRUE(c.CompleteReconfiguration("g1"));
   c.Down("b");
   ASSERT_TRUE(c.CompleteReconfiguration("g1"));  // Serves on a, copies s in.
-  ASSERT_THAT(c.Group("g1").joining(), ElementsAre("s"));
+  ASSERT_TRUE(c.CompleteLiveCopy("g1", {"s"}));
   c.Fence("a");
   c.Fence("s");
   std::optional<proto::PushOrder> order = c.PushFor("a");
@@ -454,9 +495,10 @@ TEST(ReplicaGroupsTest, TargetThePusherCannotReachIsLeftOutUntilItRegistersAnew)
   proto::ReplicaGroup g = c.Group("g1");
   EXPECT_EQ(g.state(), proto::GROUP_STATE_SERVING);
   EXPECT_THAT(g.members(), ElementsAre("a"));
+  EXPECT_THAT(g.copying(), IsEmpty());
   // Registered anew (restarted, say, with its address fixed): taken again.
   EXPECT_TRUE(c.Restart("s", /*recovered=*/false));
-  EXPECT_THAT(c.Group("g1").joining(), ElementsAre("s"));
+  EXPECT_THAT(c.Group("g1").copying(), ElementsAre("s"));
 }
 
 TEST(ReplicaGroupsTest, StaleProgressReportChangesNothing) {
@@ -548,6 +590,7 @@ TEST(ReplicaGroupsTest, FreePoolIsKeptOnlyWhenThePrimaryPushes) {
   EXPECT_TRUE(order->keep_pool());
   ASSERT_TRUE(c.Report("a", Done(*order)));
   c.Update();
+  ASSERT_TRUE(c.CompleteLiveCopy("g1", {"s"}));
   ASSERT_TRUE(c.CompleteReconfiguration("g1"));
   ASSERT_THAT(c.Group("g1").members(), ElementsAre("a", "s"));
   // The primary is lost: the backup taking over starts with an empty pool.
@@ -584,6 +627,7 @@ TEST(ReplicaGroupsTest, GroupWithEveryMemberDownIsLostUntilALastServingCopyRetur
   EXPECT_GT(g.config(), config);
   // Serves on a, then takes blank b back as its second copy.
   ASSERT_TRUE(c.CompleteReconfiguration("g1"));
+  ASSERT_TRUE(c.CompleteLiveCopy("g1", {"b"}));
   g = c.Group("g1");
   EXPECT_THAT(g.serving(), ElementsAre("a"));
   EXPECT_THAT(g.members(), ElementsAre("a", "b"));
@@ -617,6 +661,7 @@ TEST(ReplicaGroupsTest, PusherLostMidPushLeavesItsTargetsHalfCopiesAndTheGroupWa
   ASSERT_THAT(c.Group("g1").serving(), ElementsAre("a", "b"));
   // c is back blank and copied in.
   c.Restart("c", /*recovered=*/false);
+  ASSERT_TRUE(c.CompleteLiveCopy("g1", {"c"}));
   ASSERT_THAT(c.Group("g1").members(), ElementsAre("a", "b", "c"));
   ASSERT_THAT(c.Group("g1").joining(), ElementsAre("c"));
   c.Fence("a");
@@ -644,8 +689,8 @@ TEST(ReplicaGroupsTest, PusherLostMidPushLeavesItsTargetsHalfCopiesAndTheGroupWa
   c.Restart("a", /*recovered=*/true);
   ASSERT_TRUE(c.CompleteReconfiguration("g1"));
   g = c.Group("g1");
-  EXPECT_EQ(g.members(0), "a");
-  EXPECT_THAT(g.joining(), ElementsAre("b"));
+  EXPECT_THAT(g.members(), ElementsAre("a"));
+  EXPECT_THAT(g.copying(), ElementsAre("b", "c"));
 }
 
 TEST(ReplicaGroupsTest, PusherLostWhileCopyingInLeavesTheGroupLostNotOnTheHalfCopy) {
@@ -654,7 +699,7 @@ TEST(ReplicaGroupsTest, PusherLostWhileCopyingInLeavesTheGroupLostNotOnTheHalfCo
   ASSERT_TRUE(c.CompleteReconfiguration("g1"));
   c.Down("b");
   ASSERT_TRUE(c.CompleteReconfiguration("g1"));  // Serves on a; c copied in.
-  ASSERT_THAT(c.Group("g1").joining(), ElementsAre("c"));
+  ASSERT_TRUE(c.CompleteLiveCopy("g1", {"c"}));
   c.Fence("a");
   c.Fence("c");
   c.Down("a");  // Before c has a whole copy.
@@ -681,9 +726,7 @@ TEST(ReplicaGroupsTest, SparesOfAnotherRegionSizeAreNotCopiedIn) {
   EXPECT_FALSE(c.Update());
 
   EXPECT_TRUE(c.Join({"d"}));
-  g = c.Group("g1");
-  EXPECT_THAT(g.members(), ElementsAre("a", "d"));
-  EXPECT_THAT(g.joining(), ElementsAre("d"));
+  EXPECT_THAT(c.Group("g1").copying(), ElementsAre("d"));
 }
 
 TEST(ReplicaGroupsTest, NewGroupFormsOnlyOfSparesOfOneRegionSize) {
@@ -713,6 +756,7 @@ TEST(ReplicaGroupsTest, NewGroupsFormOnlyWhileEveryGroupServesWithAllItsCopies) 
   c.Join({"e", "f"});
   EXPECT_THAT(c.GroupIds(), ElementsAre("g1", "g2"));
   ASSERT_TRUE(c.CompleteReconfiguration("g1"));
+  ASSERT_TRUE(c.CompleteLiveCopy("g1", {"e"}));
   EXPECT_THAT(c.Group("g1").members(), ElementsAre("a", "e"));
   EXPECT_THAT(c.GroupIds(), ElementsAre("g1", "g2"));
   ASSERT_TRUE(c.CompleteReconfiguration("g1"));
@@ -761,6 +805,7 @@ TEST(ReplicaGroupsTest, SaveThenLoadGivesTheSameGroupsAndNextGroupNumber) {
   Cluster r = c.Restarted();
   ASSERT_TRUE(r.CompleteReconfiguration("g2"));
   r.Join({"e"});
+  ASSERT_TRUE(r.CompleteLiveCopy("g2", {"e"}));
   ASSERT_TRUE(r.CompleteReconfiguration("g2"));  // e copied into g2.
   r.Join({"f", "h"});
   ASSERT_THAT(r.GroupIds(), ElementsAre("g1", "g2", "g3"));
@@ -809,12 +854,148 @@ TEST(ReplicaGroupsTest, LastServingCopyOfARepairingGroupIsNotTakenByAnotherGroup
   c.Restart("b", /*recovered=*/true);
   EXPECT_THAT(c.Group("g2").members(), Not(Contains("b")))
       << "g2 would overwrite g1's last serving copy";
+  EXPECT_THAT(c.Group("g2").copying(), Not(Contains("b")))
+      << "g2 would overwrite g1's last serving copy";
 
   // a is lost before g1 serves: b's copy is all g1 has left.
   c.Down("a");
   EXPECT_TRUE(c.EachServerInOneGroupAtMost());
   EXPECT_THAT(c.Group("g1").members(), ElementsAre("b"));
   EXPECT_THAT(c.Group("g2").members(), ElementsAre("c"));
+}
+
+// A spare is copied in while the group serves; the group pauses only for
+// the short reconfiguration that follows, whose push sends the chunks that
+// changed (the targets' hashes come from the coordinator with the order).
+TEST(ReplicaGroupsTest, SpareIsCopiedInLiveWithNoFenceUntilItJoins) {
+  Cluster c(3);
+  c.Join({"a", "b", "c"});
+  ASSERT_TRUE(c.CompleteReconfiguration("g1"));
+  c.Down("c");
+  ASSERT_TRUE(c.CompleteReconfiguration("g1"));
+  const uint64_t config = c.Group("g1").config();
+  EXPECT_TRUE(c.Join({"d"}));
+  proto::ReplicaGroup g = c.Group("g1");
+  EXPECT_EQ(g.state(), proto::GROUP_STATE_SERVING);
+  EXPECT_EQ(g.config(), config) << "clients would drop their sessions";
+  EXPECT_THAT(g.members(), ElementsAre("a", "b"));
+  EXPECT_THAT(g.copying(), ElementsAre("d"));
+  EXPECT_FALSE(c.Reconfiguring("a"));
+  EXPECT_FALSE(c.MustFence("d"));
+  // Progress is shown, and changes nothing else.
+  std::optional<proto::PushOrder> order = c.PushFor("a");
+  ASSERT_TRUE(order.has_value());
+  EXPECT_TRUE(order->live());
+  EXPECT_FALSE(c.PushFor("b").has_value());
+  proto::PushProgress partway = Done(*order);
+  partway.set_done(false);
+  partway.set_copied_bytes(kRegionBytes / 2);
+  EXPECT_FALSE(c.Report("a", partway));
+  EXPECT_EQ(c.Group("g1").copied_bytes(), kRegionBytes / 2);
+  EXPECT_EQ(c.Group("g1").state(), proto::GROUP_STATE_SERVING);
+  // Done: d joins under a fence, and the push after it is a fenced one.
+  ASSERT_TRUE(c.CompleteLiveCopy("g1", {"d"}));
+  ASSERT_TRUE(c.CompleteReconfiguration("g1"));
+  g = c.Group("g1");
+  EXPECT_THAT(g.members(), ElementsAre("a", "b", "d"));
+  EXPECT_THAT(g.serving(), ElementsAre("a", "b", "d"));
+  EXPECT_THAT(g.copying(), IsEmpty());
+}
+
+// Two copies short, both spares are copied in one live copy.
+TEST(ReplicaGroupsTest, GroupShortOfTwoCopiesCopiesTwoSparesAtOnce) {
+  Cluster c(3);
+  c.Join({"a", "b", "c"});
+  ASSERT_TRUE(c.CompleteReconfiguration("g1"));
+  c.Down("b");
+  c.Down("c");
+  ASSERT_TRUE(c.CompleteReconfiguration("g1"));
+  c.Join({"d", "e"});
+  ASSERT_TRUE(c.CompleteLiveCopy("g1", {"d", "e"}));
+  ASSERT_TRUE(c.CompleteReconfiguration("g1"));
+  EXPECT_THAT(c.Group("g1").members(), ElementsAre("a", "d", "e"));
+}
+
+// A second failure during the copy: the spare holds nothing the group
+// counts on, so the survivors reconfigure alone and the copy starts over.
+TEST(ReplicaGroupsTest, MemberLostDuringALiveCopyAbandonsItAndTheCopyStartsOver) {
+  Cluster c(3);
+  c.Join({"a", "b", "c"});
+  ASSERT_TRUE(c.CompleteReconfiguration("g1"));
+  c.Down("c");
+  ASSERT_TRUE(c.CompleteReconfiguration("g1"));
+  c.Join({"d"});
+  std::optional<proto::PushOrder> live = c.PushFor("a");
+  ASSERT_TRUE(live.has_value());
+  ASSERT_TRUE(live->live());
+
+  EXPECT_TRUE(c.Down("a"));
+  proto::ReplicaGroup g = c.Group("g1");
+  EXPECT_EQ(g.state(), proto::GROUP_STATE_RECONFIGURING);
+  EXPECT_THAT(g.members(), ElementsAre("b"));
+  EXPECT_THAT(g.copying(), IsEmpty());
+  EXPECT_THAT(g.serving(), ElementsAre("a", "b"));
+  EXPECT_FALSE(c.MustFence("d"));
+  // The old copy's done, arriving late, changes nothing.
+  EXPECT_FALSE(c.Report("a", Done(*live)));
+  ASSERT_TRUE(c.CompleteReconfiguration("g1"));
+  // Serving on b: d is copied in again, from b.
+  ASSERT_TRUE(c.CompleteLiveCopy("g1", {"d"}));
+  ASSERT_TRUE(c.CompleteReconfiguration("g1"));
+  EXPECT_THAT(c.Group("g1").members(), ElementsAre("b", "d"));
+}
+
+// The spare restarts (or goes down) mid-copy: what was copied is gone, the
+// copy is abandoned and ordered again to its new registration.
+TEST(ReplicaGroupsTest, SpareRestartedDuringALiveCopyIsCopiedAgain) {
+  Cluster c(2);
+  c.Join({"a", "b"});
+  ASSERT_TRUE(c.CompleteReconfiguration("g1"));
+  c.Down("b");
+  ASSERT_TRUE(c.CompleteReconfiguration("g1"));
+  c.Join({"s"});
+  std::optional<proto::PushOrder> first = c.PushFor("a");
+  ASSERT_TRUE(first.has_value());
+  EXPECT_TRUE(c.Restart("s", /*recovered=*/false));
+  // Taken again at once, under its new registration (the primary's agent
+  // sees another order and copies again).
+  const proto::ReplicaGroup g = c.Group("g1");
+  ASSERT_THAT(g.copying(), ElementsAre("s"));
+  EXPECT_THAT(g.copying_generations(), ElementsAre(2u));
+  // Gone: no longer copied, nor ordered.
+  c.Down("s");
+  EXPECT_THAT(c.Group("g1").copying(), IsEmpty());
+  EXPECT_FALSE(c.PushFor("a").has_value());
+  // A done that arrives late for a spare gone is ignored. (One arriving
+  // for an earlier registration of a spare being copied again would let
+  // it join with less than a copy: harmless, as nothing rests on the live
+  // copy — the fenced push that follows sends every chunk whose hash
+  // differs from the target's.)
+  EXPECT_FALSE(c.Report("a", Done(*first)));
+  EXPECT_EQ(c.Group("g1").state(), proto::GROUP_STATE_SERVING);
+}
+
+// A spare the primary cannot reach fails the live copy: it is left out
+// until it registers anew, and the group serves on meanwhile.
+TEST(ReplicaGroupsTest, LiveCopyToAnUnreachableSpareLeavesItOut) {
+  Cluster c(2);
+  c.Join({"a", "b"});
+  ASSERT_TRUE(c.CompleteReconfiguration("g1"));
+  c.Down("b");
+  ASSERT_TRUE(c.CompleteReconfiguration("g1"));
+  c.Join({"s"});
+  std::optional<proto::PushOrder> order = c.PushFor("a");
+  ASSERT_TRUE(order.has_value());
+  proto::PushProgress failed = Failed(*order);
+  failed.set_failed_target("s");
+  EXPECT_TRUE(c.Report("a", failed));
+  c.Update();
+  proto::ReplicaGroup g = c.Group("g1");
+  EXPECT_EQ(g.state(), proto::GROUP_STATE_SERVING);
+  EXPECT_THAT(g.copying(), IsEmpty());
+  EXPECT_FALSE(c.PushFor("a").has_value());
+  c.Restart("s", /*recovered=*/false);
+  EXPECT_THAT(c.Group("g1").copying(), ElementsAre("s"));
 }
 
 }  // namespace
