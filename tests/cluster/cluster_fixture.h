@@ -99,10 +99,12 @@ class ClusterFixture : public ::testing::Test {
     // 32 MiB: every reconfiguration strands the heap chunks its clients
     // had reserved (docs/RELIABILITY.md), and the replicated tests go
     // through a dozen.
-    servers_[id] = std::make_unique<Process>(
-        std::vector<std::string>{RKV_KVSERVER, "--id=" + id, "--coordinator=" + address_,
-                                 absl::StrCat("--token=", kClusterToken), "--fabric=soft",
-                                 "--memory=32MiB", "--region_file=" + dir_ + "/" + id + ".region"});
+    std::vector<std::string> argv = {
+        RKV_KVSERVER, "--id=" + id, "--coordinator=" + address_,
+        absl::StrCat("--token=", kClusterToken), "--fabric=soft", "--memory=32MiB",
+        "--region_file=" + dir_ + "/" + id + ".region"};
+    argv.insert(argv.end(), server_flags_.begin(), server_flags_.end());
+    servers_[id] = std::make_unique<Process>(std::move(argv));
   }
 
   proto::ClusterMap Map(const std::string& token = kClusterToken) {
@@ -195,6 +197,8 @@ class ClusterFixture : public ::testing::Test {
   std::string address_;
   std::unique_ptr<Process> coordinator_;
   std::map<std::string, std::unique_ptr<Process>> servers_;
+  // More flags for every kvserver started from now on.
+  std::vector<std::string> server_flags_;
 };
 
 }  // namespace rkv::testing

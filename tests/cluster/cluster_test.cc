@@ -334,5 +334,83 @@ TEST_F(ClusterTest, ForeignOrCorruptRegionFilesAreRefused) {
   EXPECT_NE(out2.find("not an rkv region"), std::string::npos) << out2;
 }
 
+class ReplicatedClusterTest : public ClusterTest {
+ protected:
+  int Replicas() const override { return 2; }
+
+  // The group's state in the map: serving, with `copying` being copied in.
+  static bool Copying(const proto::ClusterMap& m, const std::string& spare) {
+    return m.groups_size() == 1 && m.groups(0).state() == proto::GROUP_STATE_SERVING &&
+           m.groups(0).copying_size() == 1 && m.groups(0).copying(0) == spare;
+  }
+};
+
+// A server lost with its disk comes back blank: its group serves on the
+// survivor, which copies its region to the returning server while clients
+// keep reading and writing, and the copy joins at the end with every write.
+TEST_F(ReplicatedClusterTest, ClientsKeepWorkingWhileASpareIsCopiedIn) {
+  // 32 MiB at 8 MiB/s: the live copy lasts four seconds at least.
+  server_flags_ = {"--copy_rate=8MiB"};
+  StartServers(2);
+  auto client = OpenClient();
+  ASSERT_NE(client, nullptr);
+  constexpr int kKeys = 100;
+  for (int i = 0; i < kKeys; ++i) ASSERT_TRUE(client->Put(absl::StrCat("k", i), "v0").ok());
+
+  const std::string lost = Map().groups(0).members(1);
+  RestartServer(lost, /*lose_region=*/true);
+  ASSERT_TRUE(WaitForMap([&](const proto::ClusterMap& m) { return Copying(m, lost); }))
+      << "the returning server is not copied in while the group serves: "
+      << Map().ShortDebugString();
+
+  // Rounds of writes and reads; a round counts when the map showed the
+  // copy under way both before and after it.
+  int rounds_during_copy = 0;
+  for (int round = 1; round <= 400; ++round) {
+    const bool before = Copying(Map(), lost);
+    for (int i = 0; i < kKeys; i += 10) {
+      const std::string key = absl::StrCat("k", i), value = absl::StrCat("v", round);
+      ASSERT_TRUE(client->Put(key, value).ok()) << "round " << round;
+      absl::StatusOr<std::string> got = client->Get(key);
+      ASSERT_TRUE(got.ok()) << got.status();
+      ASSERT_EQ(*got, value);
+    }
+    if (!before || !Copying(Map(), lost)) {
+      if (rounds_during_copy > 0) break;
+      continue;
+    }
+    rounds_during_copy++;
+  }
+  EXPECT_GT(rounds_during_copy, 0) << "no operation ran during the copy";
+
+  // The copy joins: two copies again, and every write is in the group.
+  ASSERT_TRUE(WaitForGroups(1));
+  const proto::ClusterMap map = Map();
+  ASSERT_EQ(map.groups(0).members_size(), 2);
+  EXPECT_EQ(map.groups(0).members(1), lost);
+  for (int i = 0; i < kKeys; ++i) {
+    absl::StatusOr<std::string> got = client->Get(absl::StrCat("k", i));
+    ASSERT_TRUE(got.ok()) << got.status();
+    if (i % 10 != 0) {
+      EXPECT_EQ(*got, "v0");
+    }
+  }
+  // ... on both copies: the survivor is lost in turn, and the copied-in
+  // server serves every key alone.
+  std::map<std::string, std::string> expected;
+  for (int i = 0; i < kKeys; ++i) expected[absl::StrCat("k", i)] = *client->Get(absl::StrCat("k", i));
+  const std::string survivor = map.groups(0).members(0);
+  servers_[survivor]->Kill(SIGKILL);
+  ASSERT_TRUE(WaitForMap([&](const proto::ClusterMap& m) {
+    return m.groups_size() == 1 && m.groups(0).state() == proto::GROUP_STATE_SERVING &&
+           m.groups(0).members_size() == 1 && m.groups(0).members(0) == lost;
+  })) << Map().ShortDebugString();
+  for (const auto& [key, value] : expected) {
+    absl::StatusOr<std::string> got = client->Get(key);
+    ASSERT_TRUE(got.ok()) << key << ": " << got.status();
+    EXPECT_EQ(*got, value) << key;
+  }
+}
+
 }  // namespace
 }  // namespace rkv
