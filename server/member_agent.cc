@@ -65,18 +65,35 @@ void MemberAgent::StopPush() {
   cancel_push_ = false;
 }
 
-void MemberAgent::Fence(const char* why) {
-  StopPush();  // It writes from the registration that goes.
-  // Whatever it was is over: nothing of it is reported.
+bool MemberAgent::ForgetPush() {
+  // A push to a target that does not answer may take long to stop (it
+  // drains what it posted): while serving, the heartbeat thread never
+  // waits for it, or this server could miss the moment it must fence.
+  if (pusher_.joinable() && !push_done_.load()) {
+    cancel_push_ = true;
+    return false;
+  }
+  StopPush();
   push_key_.clear();
   push_group_.clear();
   push_config_ = 0;
+  return true;
+}
+
+void MemberAgent::Fence(const char* why) {
+  // No client request reaches the region once this returns; a push under
+  // way (which sends from its own staging memory) is stopped after.
+  cancel_push_ = pusher_.joinable();
   const uint64_t generation =
       std::max(region_.generation() + 1, static_cast<uint64_t>(absl::ToUnixMillis(absl::Now())));
   if (absl::Status s = region_.Fence(generation); !s.ok()) {
     // Serving on under the old rkey would let a fenced-out client in.
     RKV_LOG(FATAL) << "cannot fence the region (" << why << "): " << s;
   }
+  // Whatever it was is over (a pusher still settling would change the
+  // memory hashed below): nothing of it is reported.
+  StopPush();
+  ForgetPush();
   // Nothing reaches the memory now but the pusher the coordinator will
   // give the new rkey: what it holds now is what the pusher must correct.
   chunk_hashes_ = region_.ChunkHashes();
@@ -90,11 +107,12 @@ void MemberAgent::StartPush(const proto::PushOrder& order) {
     absl::StrAppend(&key, "/", t.id(), ":", t.region().generation());
   }
   if (key == push_key_) return;  // Under way, or done and reported.
-  StopPush();
+  if (!ForgetPush()) return;  // The next heartbeat brings the order again.
   push_key_ = std::move(key);
   push_group_ = order.group();
   push_config_ = order.config();
   push_live_ = order.live();
+  push_target_generations_.clear();
   push_copied_ = 0;
   push_done_ = false;
   push_error_.clear();
@@ -109,6 +127,7 @@ void MemberAgent::StartPush(const proto::PushOrder& order) {
   for (int i = 0; i < order.targets_size(); ++i) {
     const proto::ServerInfo& t = order.targets(i);
     Target& target = targets.emplace_back(Target{t.id(), FromProto(t.region()), {}});
+    push_target_generations_.push_back(t.region().generation());
     if (i < order.target_hashes_size()) {
       target.hashes.assign(order.target_hashes(i).hashes().begin(),
                            order.target_hashes(i).hashes().end());
@@ -183,13 +202,14 @@ grpc::Status MemberAgent::Exchange() {
   req.set_id(id_);
   req.set_generation(region_.generation());
   *req.mutable_stats() = FreshStats();
-  if (!push_group_.empty()) {
+  if (!push_group_.empty() && !cancel_push_.load()) {
     proto::PushProgress* p = req.mutable_push();
     p->set_group(push_group_);
     p->set_config(push_config_);
     p->set_copied_bytes(push_copied_.load());
     p->set_copy_bytes(push_total_);
     p->set_live(push_live_);
+    for (uint64_t g : push_target_generations_) p->add_target_generations(g);
     if (push_done_.load()) {
       p->set_done(push_error_.empty());
       p->set_error(push_error_);
@@ -216,10 +236,7 @@ grpc::Status MemberAgent::Exchange() {
   } else if (!push_group_.empty()) {
     // The order is gone: the group serves, or moved on (a spare copied
     // live went away, say).
-    StopPush();
-    push_key_.clear();
-    push_group_.clear();
-    push_config_ = 0;
+    ForgetPush();
   }
   return s;
 }
@@ -260,10 +277,11 @@ absl::Status MemberAgent::Run(const volatile std::sig_atomic_t* stop) {
       absl::SleepFor(absl::Milliseconds(10));
     }
   }
-  StopPush();
+  cancel_push_ = pusher_.joinable();
   // No client is served once the coordinator may have given the group to
   // others.
   region_.StopServing();
+  StopPush();
   if (registered_) {
     grpc::ClientContext ctx;
     coord_.Prepare(&ctx, absl::Seconds(1));

@@ -41,7 +41,11 @@ class MemberAgent {
   grpc::Status Exchange();
   void Fence(const char* why);
   void StartPush(const proto::PushOrder& order);
+  // Cancels the push and waits for its thread.
   void StopPush();
+  // Clears the push if its thread has ended; otherwise only cancels it,
+  // without waiting, and returns false.
+  bool ForgetPush();
   proto::RegionStats FreshStats();
   absl::Duration RpcTimeout() const;
 
@@ -75,6 +79,7 @@ class MemberAgent {
   std::string push_group_;
   uint64_t push_config_ = 0;
   bool push_live_ = false;
+  std::vector<uint64_t> push_target_generations_;
   std::atomic<uint64_t> push_copied_{0};
   uint64_t push_total_ = 0;
   std::atomic<bool> push_done_{false};

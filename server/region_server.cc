@@ -179,10 +179,11 @@ uint64_t RegionServer::PushChunkBytes() const {
 std::vector<RegionServer::Chunk> RegionServer::PushChunks() const {
   const uint64_t chunk = PushChunkBytes();
   // The heap goes first, then the index, then the header's cursor and free
-  // pool: a push cut short leaves no slot naming a block it has not
-  // written (a target's own slots name blocks that hold the same bytes
-  // here, unless this copy's slot moved on to a write the target never
-  // saw, whose replaced block nobody freed).
+  // pool, each range landed before the next is sent: a push cut short
+  // leaves no slot naming a block it has not written (a target's own slots
+  // name blocks that hold the same bytes here, unless this copy's slot
+  // moved on to a write the target never saw, whose replaced block nobody
+  // freed).
   const uint64_t ranges[][2] = {
       {layout_.heap_offset, layout_.region_bytes},
       {layout_.index_offset, layout_.heap_offset},
@@ -191,7 +192,7 @@ std::vector<RegionServer::Chunk> RegionServer::PushChunks() const {
   std::vector<Chunk> chunks;
   for (const auto& [from, to] : ranges) {
     for (uint64_t at = from; at < to; at += chunk) {
-      chunks.push_back({at, static_cast<uint32_t>(std::min(chunk, to - at))});
+      chunks.push_back({at, static_cast<uint32_t>(std::min(chunk, to - at)), at == from});
     }
   }
   return chunks;
@@ -208,10 +209,6 @@ std::vector<uint64_t> RegionServer::ChunkHashes() const {
 
 absl::Status RegionServer::CheckTarget(fabric::QueuePair& qp, const fabric::RemoteRegion& t,
                                        uint8_t* buffer, uint32_t lkey) {
-  if (t.length != layout_.region_bytes) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "target region of ", t.length, " bytes; this one has ", layout_.region_bytes));
-  }
   const fabric::WorkRequest read =
       fabric::WorkRequest::Read(0, buffer, layout::kHeaderBytes, lkey, t.base, t.rkey);
   RKV_RETURN_IF_ERROR(qp.Post({&read, 1}));
@@ -236,14 +233,15 @@ absl::Status RegionServer::CheckTarget(fabric::QueuePair& qp, const fabric::Remo
 absl::StatusOr<uint64_t> RegionServer::Push(const fabric::RemoteRegion& t,
                                             absl::Span<const uint64_t> target_hashes,
                                             const PushControl& control) {
+  if (t.length != layout_.region_bytes) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "target region of ", t.length, " bytes; this one has ", layout_.region_bytes));
+  }
   const std::vector<Chunk> chunks = PushChunks();
   if (!target_hashes.empty() && target_hashes.size() != chunks.size()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the target sent ", target_hashes.size(), " chunk hashes; this region has ", chunks.size()));
   }
-  fabric::Endpoint endpoint = t.endpoint;
-  if (endpoint.token.empty()) endpoint.token = token_;
-  RKV_ASSIGN_OR_RETURN(std::unique_ptr<fabric::QueuePair> qp, fabric_->Connect(endpoint));
   // Chunks go out of a staging buffer, copied with word loads: serving,
   // the region changes under the copy (a torn chunk is sent again when the
   // spare joins), and a chunk's hash must be that of the bytes sent.
@@ -253,6 +251,10 @@ absl::StatusOr<uint64_t> RegionServer::Push(const fabric::RemoteRegion& t,
   std::unique_ptr<uint8_t[]> staging(new uint8_t[staging_bytes]);
   RKV_ASSIGN_OR_RETURN(std::unique_ptr<fabric::MemoryRegion> mr,
                        fabric_->RegisterMemory(staging.get(), staging_bytes, fabric::kLocalWrite));
+  // The queue pair goes before the memory its requests use.
+  fabric::Endpoint endpoint = t.endpoint;
+  if (endpoint.token.empty()) endpoint.token = token_;
+  RKV_ASSIGN_OR_RETURN(std::unique_ptr<fabric::QueuePair> qp, fabric_->Connect(endpoint));
   RKV_RETURN_IF_ERROR(CheckTarget(*qp, t, staging.get(), mr->lkey()));
 
   std::vector<int> free_slots;
@@ -276,8 +278,9 @@ absl::StatusOr<uint64_t> RegionServer::Push(const fabric::RemoteRegion& t,
       return absl::CancelledError("push cancelled");
     }
     batch.clear();
-    while (!free_slots.empty() && next < chunks.size()) {
+    while (!free_slots.empty() && next < chunks.size() && !control.cancel->load()) {
       const Chunk& c = chunks[next];
+      if (c.starts_range && free_slots.size() < size_t(window)) break;  // The last range lands first.
       if (control.bytes_per_second > 0 &&
           absl::Now() < start + absl::Seconds(double(sent) / control.bytes_per_second)) {
         break;  // Over the ceiling: wait for completions, or a while.
@@ -301,7 +304,7 @@ absl::StatusOr<uint64_t> RegionServer::Push(const fabric::RemoteRegion& t,
     if (!batch.empty()) RKV_RETURN_IF_ERROR(qp->Post(batch));
     if (free_slots.size() == size_t(window)) {
       // Nothing in flight: only the rate ceiling holds the next chunk back.
-      if (next < chunks.size()) absl::SleepFor(absl::Milliseconds(5));
+      if (next < chunks.size() && !control.cancel->load()) absl::SleepFor(absl::Milliseconds(5));
       heard = absl::Now();
       continue;
     }

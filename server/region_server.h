@@ -82,6 +82,7 @@ class RegionServer {
   struct Chunk {
     uint64_t offset = 0;
     uint32_t length = 0;
+    bool starts_range = false;  // The first of the heap, the index, the header.
   };
   std::vector<Chunk> PushChunks() const;
   // Bytes one Push sends at most.
@@ -94,7 +95,7 @@ class RegionServer {
   struct PushControl {
     // Bytes brought to agree so far: sent, or found equal by hash.
     std::atomic<uint64_t>* copied = nullptr;
-    // Cancelled soon after this is set.
+    // Cancelled soon after this is set (required).
     const std::atomic<bool>* cancel = nullptr;
     // A ceiling on the bytes sent per second; 0: none.
     uint64_t bytes_per_second = 0;

@@ -80,6 +80,13 @@ bool ReplicaGroups::UpdateSingle(const std::map<std::string, ServerView>& server
   return changed;
 }
 
+void ReplicaGroups::ClearCopying(proto::ReplicaGroup& g) {
+  g.clear_copying();
+  g.clear_copying_generations();
+  g.set_copied_bytes(0);
+  g.set_copy_bytes(0);
+}
+
 void ReplicaGroups::StartReconfig(proto::ReplicaGroup& g, std::vector<std::string> members,
                                   std::vector<std::string> joining,
                                   const std::map<std::string, ServerView>& servers) {
@@ -98,10 +105,7 @@ void ReplicaGroups::StartReconfig(proto::ReplicaGroup& g, std::vector<std::strin
   }
   g.clear_joining();
   for (const std::string& j : joining) g.add_joining(j);
-  g.clear_copying();
-  g.clear_copying_generations();
-  g.set_copied_bytes(0);
-  g.set_copy_bytes(0);
+  ClearCopying(g);
   RKV_LOG(INFO) << "group " << g.id() << " reconfigures (config " << g.config()
                 << "): members " << absl::StrJoin(g.members(), ",")
                 << (g.joining().empty() ? "" : absl::StrCat(", copying in ",
@@ -143,10 +147,7 @@ bool ReplicaGroups::DropGoneSpares(proto::ReplicaGroup& g,
   if (!gone) return false;
   RKV_LOG(INFO) << "group " << g.id() << ": a spare being copied in ("
                 << absl::StrJoin(g.copying(), ",") << ") went away; copy abandoned";
-  g.clear_copying();
-  g.clear_copying_generations();
-  g.set_copied_bytes(0);
-  g.set_copy_bytes(0);
+  ClearCopying(g);
   return true;
 }
 
@@ -272,12 +273,11 @@ bool ReplicaGroups::PlaceSpares(const std::map<std::string, ServerView>& servers
     std::vector<std::string> spares = Spares(servers, g.region_bytes());
     if (spares.empty()) continue;
     spares.resize(std::min<size_t>(spares.size(), replicas_ - g.members_size()));
+    ClearCopying(g);
     for (const std::string& id : spares) {
       g.add_copying(id);
       g.add_copying_generations(View(servers, id)->generation);
     }
-    g.set_copied_bytes(0);
-    g.set_copy_bytes(0);
     RKV_LOG(INFO) << "group " << g.id() << " copies " << absl::StrJoin(spares, ",")
                   << " in while it serves (from " << g.members(0) << ")";
     changed = true;
@@ -313,7 +313,13 @@ bool ReplicaGroups::PlaceSpares(const std::map<std::string, ServerView>& servers
 
 bool ReplicaGroups::OnLiveProgress(proto::ReplicaGroup& g, const proto::PushProgress& p,
                                    const std::map<std::string, ServerView>& servers) {
-  if (g.copying_size() == 0) return false;
+  // Of a copy to the spares as they are registered now, or stale (a spare
+  // registered anew since is copied again, under another order).
+  if (g.copying_size() == 0 ||
+      !std::equal(p.target_generations().begin(), p.target_generations().end(),
+                  g.copying_generations().begin(), g.copying_generations().end())) {
+    return false;
+  }
   if (!p.error().empty()) {
     RKV_LOG(WARNING) << "group " << g.id() << ": the live copy from " << g.members(0) << " failed"
                      << (p.failed_target().empty() ? "" : " to " + p.failed_target()) << ": "
@@ -323,8 +329,7 @@ bool ReplicaGroups::OnLiveProgress(proto::ReplicaGroup& g, const proto::PushProg
     if (const ServerView* s = View(servers, p.failed_target()); s != nullptr) {
       refused_[p.failed_target()] = s->generation;
     }
-    g.clear_copying();
-    g.clear_copying_generations();
+    ClearCopying(g);
     return true;
   }
   g.set_copied_bytes(p.copied_bytes());

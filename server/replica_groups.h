@@ -78,6 +78,8 @@ class ReplicaGroups {
                      std::vector<std::string> joining,
                      const std::map<std::string, ServerView>& servers);
   bool UpdateServing(proto::ReplicaGroup& g, const std::map<std::string, ServerView>& servers);
+  // No spare is copied in any more, and no progress shown.
+  static void ClearCopying(proto::ReplicaGroup& g);
   // Stops copying spares that went down or registered anew.
   bool DropGoneSpares(proto::ReplicaGroup& g, const std::map<std::string, ServerView>& servers);
   bool OnLiveProgress(proto::ReplicaGroup& g, const proto::PushProgress& p,

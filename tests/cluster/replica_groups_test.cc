@@ -47,6 +47,7 @@ proto::PushProgress Done(const proto::PushOrder& order) {
   p.set_copy_bytes(kRegionBytes);
   p.set_done(true);
   p.set_live(order.live());
+  for (const proto::ServerInfo& t : order.targets()) p.add_target_generations(t.region().generation());
   return p;
 }
 
@@ -56,6 +57,7 @@ proto::PushProgress Failed(const proto::PushOrder& order) {
   p.set_config(order.config());
   p.set_error("connection reset by peer");
   p.set_live(order.live());
+  for (const proto::ServerInfo& t : order.targets()) p.add_target_generations(t.region().generation());
   return p;
 }
 
@@ -113,8 +115,15 @@ class Cluster {
     return groups_.MustFence(id, servers_.at(id).generation);
   }
   bool Reconfiguring(const std::string& id) const { return groups_.Reconfiguring(id); }
+  // As the coordinator sends it: the targets as registered now.
   std::optional<proto::PushOrder> PushFor(const std::string& id) const {
-    return groups_.PushFor(id, servers_);
+    std::optional<proto::PushOrder> order = groups_.PushFor(id, servers_);
+    if (order) {
+      for (proto::ServerInfo& t : *order->mutable_targets()) {
+        t.mutable_region()->set_generation(servers_.at(t.id()).generation);
+      }
+    }
+    return order;
   }
   // A push report in a heartbeat of `id`. The coordinator runs Update
   // after a report that changed something; the tests do so themselves, to
@@ -966,13 +975,32 @@ TEST(ReplicaGroupsTest, SpareRestartedDuringALiveCopyIsCopiedAgain) {
   c.Down("s");
   EXPECT_THAT(c.Group("g1").copying(), IsEmpty());
   EXPECT_FALSE(c.PushFor("a").has_value());
-  // A done that arrives late for a spare gone is ignored. (One arriving
-  // for an earlier registration of a spare being copied again would let
-  // it join with less than a copy: harmless, as nothing rests on the live
-  // copy — the fenced push that follows sends every chunk whose hash
-  // differs from the target's.)
+  // A done that arrives late for a spare gone is ignored.
   EXPECT_FALSE(c.Report("a", Done(*first)));
   EXPECT_EQ(c.Group("g1").state(), proto::GROUP_STATE_SERVING);
+}
+
+// A spare that registered anew mid-copy is copied again; a report of the
+// copy to its old registration — done or failed — counts for nothing.
+TEST(ReplicaGroupsTest, LiveCopyReportForAnEarlierRegistrationOfTheSpareIsIgnored) {
+  Cluster c(2);
+  c.Join({"a", "b"});
+  ASSERT_TRUE(c.CompleteReconfiguration("g1"));
+  c.Down("b");
+  ASSERT_TRUE(c.CompleteReconfiguration("g1"));
+  c.Join({"s"});
+  std::optional<proto::PushOrder> first = c.PushFor("a");
+  ASSERT_TRUE(first.has_value());
+  c.Fence("s");  // Fenced itself (its lease), registered anew.
+  ASSERT_THAT(c.Group("g1").copying(), ElementsAre("s"));
+  proto::PushProgress failed = Failed(*first);
+  failed.set_failed_target("s");
+  EXPECT_FALSE(c.Report("a", failed));
+  EXPECT_FALSE(c.Report("a", Done(*first)));
+  EXPECT_THAT(c.Group("g1").copying(), ElementsAre("s"));
+  EXPECT_EQ(c.Group("g1").state(), proto::GROUP_STATE_SERVING);
+  // The copy to the registration of now is the one that counts.
+  ASSERT_TRUE(c.CompleteLiveCopy("g1", {"s"}));
 }
 
 // A spare the primary cannot reach fails the live copy: it is left out
