@@ -81,17 +81,22 @@ bool MemberAgent::ForgetPush() {
 }
 
 void MemberAgent::Fence(const char* why) {
-  // No client request reaches the region once this returns; a push under
-  // way (which sends from its own staging memory) is stopped after.
-  cancel_push_ = pusher_.joinable();
+  // A live copy (which sends from its own staging memory) stops after the
+  // region is fenced: the fence must not wait for a target that does not
+  // answer. A push of a reconfiguration runs fenced already, and may be
+  // settling the memory: it stops first.
+  if (push_live_) {
+    cancel_push_ = pusher_.joinable();
+  } else {
+    StopPush();
+  }
   const uint64_t generation =
       std::max(region_.generation() + 1, static_cast<uint64_t>(absl::ToUnixMillis(absl::Now())));
   if (absl::Status s = region_.Fence(generation); !s.ok()) {
     // Serving on under the old rkey would let a fenced-out client in.
     RKV_LOG(FATAL) << "cannot fence the region (" << why << "): " << s;
   }
-  // Whatever it was is over (a pusher still settling would change the
-  // memory hashed below): nothing of it is reported.
+  // Whatever it was is over: nothing of it is reported.
   StopPush();
   ForgetPush();
   // Nothing reaches the memory now but the pusher the coordinator will
