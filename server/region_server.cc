@@ -199,10 +199,15 @@ std::vector<RegionServer::Chunk> RegionServer::PushChunks() const {
 }
 
 std::vector<uint64_t> RegionServer::ChunkHashes() const {
+  // A pusher's WRITEs land in this memory soon after, ordered with these
+  // reads only through other processes: read it the way the NIC does, word
+  // by word, into a private copy.
   std::vector<uint64_t> hashes;
+  std::vector<uint8_t> copy;
   for (const Chunk& c : PushChunks()) {
-    hashes.push_back(
-        XXH64(absl::string_view(reinterpret_cast<const char*>(memory_ + c.offset), c.length)));
+    copy.resize(c.length);
+    fabric::CopyFromShared(copy.data(), memory_ + c.offset, c.length);
+    hashes.push_back(XXH64(absl::string_view(reinterpret_cast<const char*>(copy.data()), c.length)));
   }
   return hashes;
 }
