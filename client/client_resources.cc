@@ -14,7 +14,7 @@ ClientResources::ClientResources(std::shared_ptr<fabric::Fabric> fabric, uint64_
 absl::StatusOr<std::shared_ptr<ClientResources>> ClientResources::Create(
     const ClientOptions& options) {
   if (options.scratch_bytes < (2u << 20) + 4096) {
-    return absl::InvalidArgumentError("scratch_bytes must be at least 2 MiB");
+    return absl::InvalidArgumentError("scratch_bytes must be at least 2 MiB + 4 KiB");
   }
   std::shared_ptr<fabric::Fabric> fabric = options.fabric;
   if (fabric == nullptr) {

@@ -222,6 +222,7 @@ grpc::Status CoordinatorService::Heartbeat(grpc::ServerContext* ctx,
   if (req->has_push() && groups_.OnProgress(req->id(), req->push(), views)) ChangedLocked();
   resp->set_lease_ms(absl::ToInt64Milliseconds(lease_));
   resp->set_fence(groups_.MustFence(req->id(), req->generation()));
+  if (groups_.BeginPush(req->id(), views)) ChangedLocked();
   if (std::optional<proto::PushOrder> order = groups_.PushFor(req->id(), views)) {
     for (proto::ServerInfo& t : *order->mutable_targets()) {
       Member& target = members_.at(t.id());

@@ -313,6 +313,7 @@ absl::StatusOr<uint64_t> RegionServer::Push(const fabric::RemoteRegion& t,
       heard = absl::Now();
       continue;
     }
+    if (control.while_waiting) control.while_waiting();
     const size_t got = qp->Wait(absl::MakeSpan(cs), absl::Milliseconds(100));
     if (got == 0) {
       if (absl::Now() - heard > absl::Seconds(10)) {

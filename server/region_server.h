@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -99,6 +100,10 @@ class RegionServer {
     const std::atomic<bool>* cancel = nullptr;
     // A ceiling on the bytes sent per second; 0: none.
     uint64_t bytes_per_second = 0;
+    // Called before each wait for the target's completions: where the
+    // deterministic simulation, which runs everything on one thread, lets
+    // its clients work during a copy.
+    std::function<void()> while_waiting;
   };
   // Copies the region to `target`: every chunk whose hash differs from
   // `target_hashes` (the target's ChunkHashes, taken since it was fenced),

@@ -193,22 +193,7 @@ bool ReplicaGroups::UpdateReconfig(proto::ReplicaGroup& g,
     // began (blank, or a region file from before).
     dropped |= s == nullptr || !s->up || s->lineage > g.generations(i);
   }
-  if (!dropped) {
-    if (g.forming() || !AllFenced(g, servers) ||
-        (g.serving_size() == 1 && g.serving(0) == g.members(0))) {
-      return false;
-    }
-    // Every member is fenced: the push is about to be ordered. From now on
-    // only the pusher's copy counts (it holds every acknowledged write);
-    // a target it reached part of the way holds slots and blocks of two
-    // copies that need not agree.
-    const ServerView* pusher = View(servers, g.members(0));
-    g.clear_serving();
-    g.clear_serving_generations();
-    g.add_serving(g.members(0));
-    g.add_serving_generations(pusher->generation);
-    return true;
-  }
+  if (!dropped) return false;  // The push goes on, or is about to be ordered (BeginPush).
   // Members that still hold a copy the group may serve: those of `serving`
   // (a member copied in holds nothing yet).
   std::vector<std::string> survivors = Returned(g, servers);
@@ -375,6 +360,22 @@ bool ReplicaGroups::Reconfiguring(const std::string& id) const {
   return false;
 }
 
+bool ReplicaGroups::BeginPush(const std::string& id,
+                              const std::map<std::string, ServerView>& servers) {
+  for (proto::ReplicaGroup& g : groups_) {
+    if (g.state() != proto::GROUP_STATE_RECONFIGURING || g.forming() || g.members(0) != id ||
+        !AllFenced(g, servers) || (g.serving_size() == 1 && g.serving(0) == id)) {
+      continue;
+    }
+    g.clear_serving();
+    g.clear_serving_generations();
+    g.add_serving(id);
+    g.add_serving_generations(View(servers, id)->generation);
+    return true;
+  }
+  return false;
+}
+
 std::optional<proto::PushOrder> ReplicaGroups::PushFor(
     const std::string& id, const std::map<std::string, ServerView>& servers) const {
   for (const proto::ReplicaGroup& g : groups_) {
@@ -390,7 +391,7 @@ std::optional<proto::PushOrder> ReplicaGroups::PushFor(
         !AllFenced(g, servers)) {
       continue;
     }
-    // Not before only the pusher's copy counts (UpdateReconfig).
+    // Not before only the pusher's copy counts (BeginPush).
     if (!g.forming() && !(g.serving_size() == 1 && g.serving(0) == id)) continue;
     proto::PushOrder order;
     order.set_group(g.id());

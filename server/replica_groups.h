@@ -65,6 +65,14 @@ class ReplicaGroups {
   bool MustFence(const std::string& id, uint64_t generation) const;
   // Whether `id` is a member of a group that is reconfiguring.
   bool Reconfiguring(const std::string& id) const;
+  // Called before PushFor: once every member of a reconfiguring group is
+  // fenced, only the copy of its pusher `id` counts from the moment it is
+  // handed the push (a target reached part of the way holds slots and
+  // blocks of two copies that need not agree). Until then a member lost —
+  // the pusher included — leaves the group on the others' copies. True when
+  // this changed the groups: the change must be kept (the state file)
+  // before the order goes out.
+  bool BeginPush(const std::string& id, const std::map<std::string, ServerView>& servers);
   std::optional<proto::PushOrder> PushFor(const std::string& id,
                                           const std::map<std::string, ServerView>& servers) const;
   // A push's progress, reported by `id`; true when anything changed.

@@ -116,7 +116,8 @@ class Cluster {
   }
   bool Reconfiguring(const std::string& id) const { return groups_.Reconfiguring(id); }
   // As the coordinator sends it: the targets as registered now.
-  std::optional<proto::PushOrder> PushFor(const std::string& id) const {
+  std::optional<proto::PushOrder> PushFor(const std::string& id) {
+    groups_.BeginPush(id, servers_);
     std::optional<proto::PushOrder> order = groups_.PushFor(id, servers_);
     if (order) {
       for (proto::ServerInfo& t : *order->mutable_targets()) {
@@ -676,9 +677,10 @@ TEST(ReplicaGroupsTest, PusherLostMidPushLeavesItsTargetsHalfCopiesAndTheGroupWa
   c.Fence("a");
   c.Fence("b");
   c.Fence("c");
-  // Before the push is ordered, only the pusher's copy counts any more.
-  EXPECT_THAT(c.Group("g1").serving(), ElementsAre("a"));
+  // From the moment the push is handed out, only the pusher's copy counts.
+  EXPECT_THAT(c.Group("g1").serving(), ElementsAre("a", "b"));
   std::optional<proto::PushOrder> order = c.PushFor("a");
+  EXPECT_THAT(c.Group("g1").serving(), ElementsAre("a"));
   ASSERT_TRUE(order.has_value());
   ASSERT_THAT(Targets(*order), ElementsAre("b", "c"));
   EXPECT_TRUE(order->keep_pool());  // a was the serving primary.
@@ -702,6 +704,29 @@ TEST(ReplicaGroupsTest, PusherLostMidPushLeavesItsTargetsHalfCopiesAndTheGroupWa
   EXPECT_THAT(g.copying(), ElementsAre("b", "c"));
 }
 
+TEST(ReplicaGroupsTest, PusherLostBeforeItIsHandedThePushLeavesTheGroupOnTheOtherCopies) {
+  Cluster c(3);
+  c.Join({"a", "b", "c"});
+  ASSERT_TRUE(c.CompleteReconfiguration("g1"));
+  c.Down("c");
+  ASSERT_TRUE(c.CompleteReconfiguration("g1"));
+  c.Restart("c", /*recovered=*/false);
+  ASSERT_TRUE(c.CompleteLiveCopy("g1", {"c"}));
+  c.Fence("a");
+  c.Fence("b");
+  c.Fence("c");
+  // a is lost before its next heartbeat would hand it the push: nothing
+  // touched b, which holds every acknowledged write. The group goes on on
+  // b, and copies c in again (its live copy may lack what came after).
+  EXPECT_TRUE(c.Down("a"));
+  proto::ReplicaGroup g = c.Group("g1");
+  EXPECT_EQ(g.state(), proto::GROUP_STATE_RECONFIGURING);
+  EXPECT_THAT(g.members(), ElementsAre("b"));
+  ASSERT_TRUE(c.CompleteReconfiguration("g1"));
+  EXPECT_THAT(c.Group("g1").serving(), ElementsAre("b"));
+  EXPECT_THAT(c.Group("g1").copying(), ElementsAre("c"));
+}
+
 TEST(ReplicaGroupsTest, PusherLostWhileCopyingInLeavesTheGroupLostNotOnTheHalfCopy) {
   Cluster c(2);
   c.Join({"a", "b", "c"});
@@ -711,6 +736,7 @@ TEST(ReplicaGroupsTest, PusherLostWhileCopyingInLeavesTheGroupLostNotOnTheHalfCo
   ASSERT_TRUE(c.CompleteLiveCopy("g1", {"c"}));
   c.Fence("a");
   c.Fence("c");
+  ASSERT_TRUE(c.PushFor("a").has_value());
   c.Down("a");  // Before c has a whole copy.
   // c never served the group: its copy may be half pushed.
   proto::ReplicaGroup g = c.Group("g1");

@@ -15,6 +15,7 @@
 #include "tests/fabric/verbs_test_setup.h"
 #include "tests/kv/kv_test_env.h"
 #include "tests/linearizability/checker.h"
+#include "tests/linearizability/random_ops.h"
 
 namespace rkv::testing {
 namespace {
@@ -24,62 +25,17 @@ namespace lin = ::rkv::linearizability;
 struct Workload {
   int clients = 4;
   int ops_per_client = 40;
-  int keys = 3;
   int outstanding = 2;  // Per client.
   int replicas = 1;     // Copies of the region (mirrored; the first is the primary).
   // Replicated: half way through, every client is closed (its operations
   // in flight fail), the primary is lost with its memory, a backup takes
   // over, and the clients open again on the copies left.
   bool failover = false;
-  // Weights of get, put, insert, delete.
-  int weights[4] = {4, 3, 2, 1};
+  lin::OpMix mix;
 };
 
-lin::Outcome OutcomeOf(const absl::Status& s) {
-  if (s.ok()) return lin::Outcome::kOk;
-  if (absl::IsNotFound(s)) return lin::Outcome::kNotFound;
-  if (absl::IsAlreadyExists(s)) return lin::Outcome::kAlreadyExists;
-  return lin::Outcome::kUnknown;
-}
-
-// Issues one random operation through `client`'s asynchronous API and
-// records it in `rec`.
-void IssueRandom(Client& client, int client_id, int seq, Rng& rng, const Workload& w,
-                 lin::HistoryRecorder& rec, int& outstanding) {
-  const std::string key = absl::StrCat("key", rng.Uniform(w.keys));
-  const std::string value = absl::StrCat("c", client_id, "-", seq);
-  int total = 0;
-  for (int x : w.weights) total += x;
-  int pick = static_cast<int>(rng.Uniform(total));
-  int kind = 0;
-  while (pick >= w.weights[kind]) pick -= w.weights[kind++];
-  outstanding++;
-  auto done = [&rec, &outstanding](size_t id) {
-    return [&rec, &outstanding, id](absl::Status s) {
-      rec.Respond(id, OutcomeOf(s));
-      outstanding--;
-    };
-  };
-  switch (kind) {
-    case 0: {
-      const size_t id = rec.Invoke(lin::OpKind::kGet, key, "", client_id);
-      client.GetAsync(key, [&rec, &outstanding, id](absl::StatusOr<std::string> v) {
-        rec.Respond(id, OutcomeOf(v.status()), v.ok() ? *v : "");
-        outstanding--;
-      });
-      break;
-    }
-    case 1:
-      client.PutAsync(key, value, done(rec.Invoke(lin::OpKind::kPut, key, value, client_id)));
-      break;
-    case 2:
-      client.InsertAsync(key, value,
-                         done(rec.Invoke(lin::OpKind::kInsert, key, value, client_id)));
-      break;
-    default:
-      client.DeleteAsync(key, done(rec.Invoke(lin::OpKind::kDelete, key, "", client_id)));
-  }
-}
+using lin::IssueRandom;
+using lin::OutcomeOf;
 
 // Runs the workload on the deterministic fabric; one thread drives every
 // client, so the seed fixes the whole history.
@@ -130,7 +86,7 @@ std::vector<lin::Operation> RunSimulated(uint64_t seed, const Workload& w,
     bool busy = false;
     for (int c = 0; c < w.clients; ++c) {
       while (outstanding[c] < w.outstanding && issued[c] < w.ops_per_client) {
-        IssueRandom(*clients[c], c, issued[c]++, rng, w, rec, outstanding[c]);
+        IssueRandom(*clients[c], c, issued[c]++, rng, w.mix, rec, outstanding[c]);
       }
       clients[c]->Poll(absl::ZeroDuration());
       busy |= outstanding[c] > 0 || issued[c] < w.ops_per_client;
@@ -177,32 +133,6 @@ TEST(LinearizabilityTest, CheckerAcceptsAndRejectsKnownHistories) {
   EXPECT_TRUE(lin::Check(unknown).linearizable);
 }
 
-// The shortest prefix of `history` (by logical time) that fails the check,
-// with operations still running at that time given unknown outcomes: the
-// readable part of a failure.
-std::string ShortestFailingPrefix(const std::vector<lin::Operation>& history) {
-  int64_t lo = 0, hi = 0;
-  for (const lin::Operation& op : history) hi = std::max(hi, op.response);
-  auto prefix = [&](int64_t t) {
-    std::vector<lin::Operation> out;
-    for (lin::Operation op : history) {
-      if (op.invoke > t) continue;
-      if (op.response > t) op.outcome = lin::Outcome::kUnknown;
-      out.push_back(op);
-    }
-    return out;
-  };
-  while (lo < hi) {
-    const int64_t mid = (lo + hi) / 2;
-    if (lin::Check(prefix(mid)).linearizable) {
-      lo = mid + 1;
-    } else {
-      hi = mid;
-    }
-  }
-  return lin::Check(prefix(lo)).explanation;
-}
-
 // Seeds explored per test: 1..N (RKV_LIN_SEEDS=N overrides N, for longer
 // runs), then the seeds that once found a bug; RKV_LIN_SEED=S runs seed S
 // alone (a replay).
@@ -236,7 +166,7 @@ void CheckSeeds(const Search& search) {
     w.replicas = search.replicated ? 2 + (seed / 2) % 2 : 1;
     w.failover = search.failover;
     w.clients = 2 + seed % 3;
-    w.keys = 1 + seed % 3;
+    w.mix.keys = 1 + seed % 3;
     w.outstanding = 1 + seed % 2;
     w.ops_per_client = search.total_ops / w.clients;
     std::vector<lin::Operation> history = RunSimulated(seed, w, {}, search.faults);
@@ -254,7 +184,7 @@ void CheckSeeds(const Search& search) {
       continue;
     }
     ASSERT_TRUE(r.linearizable) << "seed " << seed << " (replay: RKV_LIN_SEED=" << seed << ")\n"
-                                << ShortestFailingPrefix(history);
+                                << lin::ShortestFailingPrefix(history);
     ops += history.size();
   }
   if (may_fail) {
@@ -346,11 +276,11 @@ TEST(LinearizabilityTest, CheckerCatchesInsertsWithoutConflictResolution) {
   // Racing inserts and deletes of two keys; without settling concurrent
   // claims, two inserts of one key can both succeed.
   Workload w;
-  w.keys = 2;
-  w.weights[0] = 2;
-  w.weights[1] = 0;
-  w.weights[2] = 5;
-  w.weights[3] = 3;
+  w.mix.keys = 2;
+  w.mix.weights[0] = 2;
+  w.mix.weights[1] = 0;
+  w.mix.weights[2] = 5;
+  w.mix.weights[3] = 3;
   client_internal::BrokenProtocol broken;
   broken.skip_conflict_resolution = true;
   int caught = 0;
@@ -454,7 +384,7 @@ TEST_P(ThreadedLinearizabilityTest, ConcurrentClientsWithThreads) {
   if (!env.ok()) RKV_SKIP_OR_FAIL(env.status());
   constexpr int kThreads = 4;
   Workload w;
-  w.keys = 6;
+  w.mix.keys = 6;
   w.ops_per_client = 300;
   w.outstanding = 4;
   lin::HistoryRecorder rec;
@@ -468,7 +398,7 @@ TEST_P(ThreadedLinearizabilityTest, ConcurrentClientsWithThreads) {
       const absl::Time deadline = absl::Now() + absl::Seconds(60);
       while ((issued < w.ops_per_client || outstanding > 0) && absl::Now() < deadline) {
         while (outstanding < w.outstanding && issued < w.ops_per_client) {
-          IssueRandom(**client, t, issued++, rng, w, rec, outstanding);
+          IssueRandom(**client, t, issued++, rng, w.mix, rec, outstanding);
         }
         (*client)->Poll(absl::Milliseconds(10));
       }

@@ -174,4 +174,27 @@ std::vector<Operation> HistoryRecorder::history() const {
   return ops_;
 }
 
+std::string ShortestFailingPrefix(const std::vector<Operation>& history) {
+  int64_t lo = 0, hi = 0;
+  for (const Operation& op : history) hi = std::max(hi, op.response);
+  auto prefix = [&](int64_t t) {
+    std::vector<Operation> out;
+    for (Operation op : history) {
+      if (op.invoke > t) continue;
+      if (op.response > t) op.outcome = Outcome::kUnknown;
+      out.push_back(op);
+    }
+    return out;
+  };
+  while (lo < hi) {
+    const int64_t mid = (lo + hi) / 2;
+    if (Check(prefix(mid)).linearizable) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return Check(prefix(lo)).explanation;
+}
+
 }  // namespace rkv::linearizability

@@ -38,6 +38,11 @@ struct CheckResult {
 
 CheckResult Check(const std::vector<Operation>& history);
 
+// The explanation of the shortest prefix of a failing `history` (by
+// logical time), with operations still running at its end given unknown
+// outcomes: the readable part of a failure.
+std::string ShortestFailingPrefix(const std::vector<Operation>& history);
+
 // Records a history from one thread or many (thread-safe), with a logical
 // clock that orders every invocation and response.
 class HistoryRecorder {

@@ -54,7 +54,7 @@ struct ClientOptions {
   absl::Duration grace_period = absl::Milliseconds(200);
   // Heap taken from the server per FAA.
   uint64_t heap_chunk_bytes = 256 << 10;
-  // Registered local memory for requests' buffers; at least 2 MiB.
+  // Registered local memory for requests' buffers; at least 2 MiB + 4 KiB.
   uint64_t scratch_bytes = 8 << 20;
   // Time source; tests on the deterministic fabric pass a simulated one.
   std::function<absl::Time()> clock;
