@@ -145,9 +145,9 @@ void MemberAgent::StartPush(const proto::PushOrder& order) {
                                  : absl::StrCat("settling", order.wipe() ? " a blank region" : " this copy",
                                                 targets.empty() ? "" : " and pushing it to " + names));
   pusher_ = std::thread([this, targets = std::move(targets), live = order.live(),
-                         wipe = order.wipe(), keep_pool = order.keep_pool()] {
+                         wipe = order.wipe()] {
     const absl::Time start = absl::Now();
-    absl::Status s = live ? absl::OkStatus() : region_.Settle(wipe, keep_pool);
+    absl::Status s = live ? absl::OkStatus() : region_.Settle(wipe);
     uint64_t sent = 0;
     const RegionServer::PushControl control{&push_copied_, &cancel_push_, live ? copy_rate_ : 0};
     for (const Target& t : targets) {

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/fabric/remote_op.h"
 #include "common/hash.h"
+#include "common/logging.h"
 #include "common/socket.h"
 #include "common/status.h"
 #include "server/replica_takeover.h"
@@ -152,7 +153,7 @@ void RegionServer::StopServing() {
   region_.reset();
 }
 
-absl::Status RegionServer::Settle(bool wipe, bool keep_pool) {
+absl::Status RegionServer::Settle(bool wipe) {
   if (wipe) {
     // A blank index, cursor and free pool, with word stores: the memory is
     // served again afterwards, read by the NIC's word loads.
@@ -162,7 +163,12 @@ absl::Status RegionServer::Settle(bool wipe, bool keep_pool) {
     }
   }
   uint8_t* const copies[] = {memory_};
-  return TakeOver(copies, layout_, keep_pool).status();
+  absl::StatusOr<TakeoverStats> settled = TakeOver(copies, layout_);
+  if (!settled.ok()) return settled.status();
+  RKV_LOG(INFO) << "settled: " << settled->slots_changed << " slots changed, heap cursor at "
+                << settled->heap_cursor << ", " << settled->pooled_bytes
+                << " bytes below it reclaimed into the free pool";
+  return absl::OkStatus();
 }
 
 uint64_t RegionServer::PushBytes() const {

@@ -72,9 +72,9 @@ class RegionServer {
   // registration (a fence's, or a reopened region file's); 0 when blank.
   uint64_t previous_generation() const { return previous_generation_; }
   // Makes this copy fit to serve as its group's primary (TakeOver of this
-  // copy alone, keeping its free pool or not); with `wipe`, starts from a
-  // blank region first. Only while fenced.
-  absl::Status Settle(bool wipe, bool keep_pool);
+  // copy alone: its heap reclaimed into the free pool); with `wipe`,
+  // starts from a blank region first. Only while fenced.
+  absl::Status Settle(bool wipe);
   // Refuses every request from now on (the registration and the listener
   // go): for a server leaving its group, before it says so.
   void StopServing();

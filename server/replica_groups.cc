@@ -90,10 +90,6 @@ void ReplicaGroups::ClearCopying(proto::ReplicaGroup& g) {
 void ReplicaGroups::StartReconfig(proto::ReplicaGroup& g, std::vector<std::string> members,
                                   std::vector<std::string> joining,
                                   const std::map<std::string, ServerView>& servers) {
-  // The pusher's free pool is the group's only if it is the copy whose
-  // pool was (the serving primary's).
-  g.set_pool_valid(g.pool_valid() && !g.serving().empty() && !members.empty() &&
-                   g.serving(0) == members.front());
   g.set_state(proto::GROUP_STATE_RECONFIGURING);
   g.set_config(g.config() + 1);
   g.clear_members();
@@ -397,7 +393,6 @@ std::optional<proto::PushOrder> ReplicaGroups::PushFor(
     order.set_group(g.id());
     order.set_config(g.config());
     order.set_wipe(g.forming());
-    order.set_keep_pool(g.pool_valid() && !g.forming());
     for (int i = 1; i < g.members_size(); ++i) order.add_targets()->set_id(g.members(i));
     return order;
   }
@@ -448,7 +443,6 @@ bool ReplicaGroups::OnProgress(const std::string& id, const proto::PushProgress&
     g->add_serving(m);
     g->add_serving_generations(View(servers, m)->generation);
   }
-  g->set_pool_valid(true);  // The primary's, as every copy's now.
   g->clear_generations();
   for (const std::string& m : g->members()) g->add_generations(View(servers, m)->generation);
   RKV_LOG(INFO) << "group " << g->id() << " serves (config " << g->config() << ") on "

@@ -19,6 +19,7 @@ struct TakeoverStats {
   uint64_t slots_changed = 0;  // On any copy.
   uint64_t blocks_copied = 0;
   uint64_t heap_cursor = 0;    // Set on every copy.
+  uint64_t pooled_bytes = 0;   // Heap below the cursor put in the free pool.
 };
 
 // copies[0] becomes the primary. Its slots decide: a backup's slot holds a
@@ -26,19 +27,20 @@ struct TakeoverStats {
 // and every copy gets it, with the block it names. A committed word there
 // may be a write whose outcome its writer never learnt (its intent died with
 // the old primary, its word reached this copy): it takes effect now, as a
-// write of unknown outcome may. The heap cursor, which only the old primary
-// counted, is set past every block a slot names; the free pool starts
-// empty (what the old primary's pool held is not used again).
+// write of unknown outcome may. copies[0] may also be the primary itself (a
+// group reconfiguring around a lost backup): its intents take effect (each
+// is a decided write).
 //
-// copies[0] may also be the primary itself (a group reconfiguring around a
-// lost backup): its intents take effect (each is a decided write), it keeps
-// its heap cursor (or the end of the last named block, if further), and
-// with `keep_pool` its free pool. Only the serving primary's pool is kept:
-// a backup holds a pool as of the last time a primary's copy was pushed to
-// it, whose nodes the primary may have handed out since.
+// The heap is reclaimed: no client of the configuration that ends holds
+// any of it once the copies are fenced. The heap cursor goes to the end of
+// the last block a slot names, and every gap below it goes to the free
+// pool, carved into blocks of the classes the slots name most (then of
+// whatever class fits), the same on every copy. So a reconfiguration
+// strands nothing: not the chunks clients had reserved, not the blocks
+// they had freed or that writes never linked, not a backup's stale pool.
 // InvalidArgument unless the copies share `layout`'s geometry.
 absl::StatusOr<TakeoverStats> TakeOver(absl::Span<uint8_t* const> copies,
-                                       const layout::Layout& layout, bool keep_pool = false);
+                                       const layout::Layout& layout);
 
 }  // namespace rkv::server
 

@@ -243,7 +243,7 @@ void ClusterSim::RunPush(Server& sv, proto::PushOrder order) {
                                                     MaybeLose(&sv);
                                                   }};
   absl::Status st =
-      order.live() ? absl::OkStatus() : sv.region->Settle(order.wipe(), order.keep_pool());
+      order.live() ? absl::OkStatus() : sv.region->Settle(order.wipe());
   for (size_t i = 0; i < targets.size() && st.ok(); ++i) {
     absl::StatusOr<uint64_t> sent = sv.region->Push(targets[i], hashes[i], control);
     if (!sent.ok()) {
@@ -402,16 +402,21 @@ struct Search {
 
 void CheckSeeds(const Search& search) {
   // Seeds 1..N (RKV_SIM_SEEDS=N overrides N); RKV_SIM_SEED=S replays seed
-  // S alone, with the groups' log.
-  uint64_t seeds = search.quick_seeds;
-  if (const char* env = std::getenv("RKV_SIM_SEEDS")) seeds = std::strtoull(env, nullptr, 10);
+  // S alone, with the groups' log. Empty is unset.
+  auto number = [](const char* name) -> std::optional<uint64_t> {
+    const char* env = std::getenv(name);
+    if (env == nullptr || *env == '\0') return std::nullopt;
+    return std::strtoull(env, nullptr, 10);
+  };
+  uint64_t seeds = number("RKV_SIM_SEEDS").value_or(search.quick_seeds);
   uint64_t first = 1;
-  if (const char* one = std::getenv("RKV_SIM_SEED")) {
-    first = std::strtoull(one, nullptr, 10);
+  if (std::optional<uint64_t> one = number("RKV_SIM_SEED")) {
+    first = *one;
     seeds = 1;
   } else {
     SetMinLogSeverity(LogSeverity::kError);
   }
+  ASSERT_GT(seeds, 0u) << "RKV_SIM_SEEDS must be a positive number";
   int ops = 0, failed = 0, losses = 0, live_copies = 0, inconclusive = 0;
   for (uint64_t seed = first; seed < first + seeds; ++seed) {
     Scenario s;

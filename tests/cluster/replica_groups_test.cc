@@ -584,33 +584,6 @@ TEST(ReplicaGroupsTest, BlankRegionStaysBlankThroughLaterRegistrations) {
   EXPECT_THAT(c.Group("g1").members(), ElementsAre("b"));
 }
 
-// Only the serving primary's free pool is the group's: a backup holds the
-// pool as of the last push it received, whose nodes the primary may have
-// handed out since.
-TEST(ReplicaGroupsTest, FreePoolIsKeptOnlyWhenThePrimaryPushes) {
-  Cluster c(2);
-  c.Join({"a", "b", "s"});
-  ASSERT_TRUE(c.CompleteReconfiguration("g1"));
-  ASSERT_THAT(c.Group("g1").members(), ElementsAre("a", "b"));
-  // The primary stays and copies the spare in: its pool stays.
-  c.Down("b");
-  c.Fence("a");
-  std::optional<proto::PushOrder> order = c.PushFor("a");
-  ASSERT_TRUE(order.has_value());
-  EXPECT_TRUE(order->keep_pool());
-  ASSERT_TRUE(c.Report("a", Done(*order)));
-  c.Update();
-  ASSERT_TRUE(c.CompleteLiveCopy("g1", {"s"}));
-  ASSERT_TRUE(c.CompleteReconfiguration("g1"));
-  ASSERT_THAT(c.Group("g1").members(), ElementsAre("a", "s"));
-  // The primary is lost: the backup taking over starts with an empty pool.
-  c.Down("a");
-  c.Fence("s");
-  order = c.PushFor("s");
-  ASSERT_TRUE(order.has_value());
-  EXPECT_FALSE(order->keep_pool());
-}
-
 TEST(ReplicaGroupsTest, GroupWithEveryMemberDownIsLostUntilALastServingCopyReturns) {
   Cluster c(2);
   c.Join({"a", "b"});
@@ -683,7 +656,6 @@ TEST(ReplicaGroupsTest, PusherLostMidPushLeavesItsTargetsHalfCopiesAndTheGroupWa
   EXPECT_THAT(c.Group("g1").serving(), ElementsAre("a"));
   ASSERT_TRUE(order.has_value());
   ASSERT_THAT(Targets(*order), ElementsAre("b", "c"));
-  EXPECT_TRUE(order->keep_pool());  // a was the serving primary.
 
   // a goes down mid-push: b and c may each hold part of a's copy over part
   // of their own, a slot of one naming a block of the other; neither may
