@@ -10,6 +10,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/monotonic_clock.h"
 #include "common/socket.h"
 
 namespace rkv::server {
@@ -74,7 +75,7 @@ absl::Status CoordinatorService::Recover() {
   }
   std::lock_guard<std::mutex> lock(mu_);
   groups_.Load(map);
-  const absl::Time now = absl::Now();
+  const absl::Time now = MonotonicNow();
   for (const proto::ServerInfo& s : map.servers()) {
     Member& m = members_[s.id()];
     m.info = s;
@@ -146,7 +147,7 @@ proto::ClusterMap CoordinatorService::MapLocked() const {
   proto::ClusterMap map;
   map.set_epoch(epoch_);
   map.set_lease_ms(absl::ToInt64Milliseconds(lease_));
-  const absl::Time now = absl::Now();
+  const absl::Time now = MonotonicNow();
   for (const auto& [id, m] : members_) {
     proto::ServerInfo* s = map.add_servers();
     *s = m.info;
@@ -174,7 +175,7 @@ grpc::Status CoordinatorService::Register(grpc::ServerContext* ctx,
   *m.info.mutable_region() = req->region();
   *m.info.mutable_stats() = req->stats();
   m.info.set_state(proto::SERVER_STATE_UP);
-  m.last_heard = absl::Now();
+  m.last_heard = MonotonicNow();
   m.chunk_hashes.assign(req->chunk_hashes().begin(), req->chunk_hashes().end());
   ChangedLocked();
   RKV_LOG(INFO) << "server " << req->id() << (known ? " re-registered" : " joined") << " at "
@@ -204,7 +205,7 @@ grpc::Status CoordinatorService::Heartbeat(grpc::ServerContext* ctx,
                         absl::StrCat("generation ", req->generation(), " is not the registered ",
                                      m.info.region().generation(), ": register again"));
   }
-  m.last_heard = absl::Now();
+  m.last_heard = MonotonicNow();
   *m.info.mutable_stats() = req->stats();
   if (m.info.state() != proto::SERVER_STATE_UP && groups_.replicas() > 1) {
     // Its group went on without it: it must not serve a client that still
@@ -297,7 +298,7 @@ void CoordinatorService::LeaseLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
     changed_.wait_for(lock, absl::ToChronoMilliseconds(lease_ / 4));
-    const absl::Time now = absl::Now();
+    const absl::Time now = MonotonicNow();
     for (auto& [id, m] : members_) {
       if (m.info.state() == proto::SERVER_STATE_UP && now - m.last_heard > lease_) {
         m.info.set_state(proto::SERVER_STATE_DOWN);

@@ -55,7 +55,7 @@ class CoordinatorService final : public proto::Coordinator::Service {
  private:
   struct Member {
     proto::ServerInfo info;
-    absl::Time last_heard;
+    absl::Time last_heard;  // MonotonicNow(): leases never see a step of the wall clock.
     // Its region's chunk hashes, sent with its registration after a fence
     // (for the push that corrects it); not part of the map.
     std::vector<uint64_t> chunk_hashes;

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/monotonic_clock.h"
 
 namespace rkv::server {
 namespace {
@@ -53,7 +54,7 @@ absl::Duration MemberAgent::RpcTimeout() const {
   // coordinator, which heard that renewal later, may give its group to
   // the others.
   if (replicas_ > 1 && registered_) {
-    return std::clamp(FenceBy() - absl::Now(), absl::Milliseconds(1), absl::Seconds(2));
+    return std::clamp(FenceBy() - MonotonicNow(), absl::Milliseconds(1), absl::Seconds(2));
   }
   return absl::Seconds(2);
 }
@@ -174,7 +175,7 @@ void MemberAgent::StartPush(const proto::PushOrder& order) {
 grpc::Status MemberAgent::Exchange() {
   grpc::ClientContext ctx;
   coord_.Prepare(&ctx, RpcTimeout());
-  const absl::Time sent = absl::Now();
+  const absl::Time sent = MonotonicNow();
   if (!registered_) {
     proto::RegisterRequest req;
     req.set_id(id_);
@@ -250,7 +251,7 @@ absl::Status MemberAgent::Run(const volatile std::sig_atomic_t* stop) {
   bool reported_outage = false;
   while (!*stop) {
     const bool was_registered = registered_;
-    if (replicas_ > 1 && registered_ && absl::Now() >= FenceBy()) {
+    if (replicas_ > 1 && registered_ && MonotonicNow() >= FenceBy()) {
       Fence("the lease could not be renewed");
       continue;
     }
@@ -272,13 +273,13 @@ absl::Status MemberAgent::Run(const volatile std::sig_atomic_t* stop) {
         !registered_ ? absl::Milliseconds(500)
         : hurry_     ? absl::Milliseconds(20)
                      : std::max(absl::Milliseconds(50), lease_ / (replicas_ > 1 ? 6 : 3));
-    const absl::Time until = absl::Now() + interval;
+    const absl::Time until = MonotonicNow() + interval;
     const bool pushing = pusher_.joinable() && !push_done_.load();
-    while (!*stop && absl::Now() < until) {
+    while (!*stop && MonotonicNow() < until) {
       if (pushing && push_done_.load()) break;  // Report it at once.
       // Replicated: three quarters of a lease unrenewed, and the
       // coordinator may soon give the group to the other members.
-      if (replicas_ > 1 && registered_ && absl::Now() >= FenceBy()) break;
+      if (replicas_ > 1 && registered_ && MonotonicNow() >= FenceBy()) break;
       absl::SleepFor(absl::Milliseconds(10));
     }
   }

@@ -62,7 +62,7 @@ class MemberAgent {
   absl::Duration lease_ = absl::Seconds(3);
   // When the last heartbeat that renewed the lease was sent: the lease
   // holds until then + lease_ at the coordinator, which heard it later.
-  absl::Time renewed_at_ = absl::InfinitePast();
+  absl::Time renewed_at_ = absl::InfinitePast();  // MonotonicNow(), as FenceBy.
   // Replicated: when this server must have fenced itself, unless renewed:
   // a quarter lease before the coordinator, which heard the renewal later,
   // can declare the lease lost.
