@@ -126,9 +126,13 @@ void CoordinatorService::ChangedLocked() {
   groups_.Update(ViewsLocked());
   epoch_++;
   changed_.notify_all();
+  SaveLocked();
+}
+
+void CoordinatorService::SaveLocked() {
   if (state_file_.empty()) return;
-  // Written whole and renamed into place: a crash leaves the old file or
-  // the new one, never a torn one.
+  // Written whole, renamed into place, and the rename made durable: a
+  // crash leaves the old file or the new one, never a torn one.
   const std::string tmp = state_file_ + ".tmp";
   std::string bytes;
   MapLocked().SerializeToString(&bytes);
@@ -137,10 +141,21 @@ void CoordinatorService::ChangedLocked() {
             ::fsync(fd) == 0;
   if (fd >= 0) ok &= ::close(fd) == 0;
   ok = ok && ::rename(tmp.c_str(), state_file_.c_str()) == 0;
-  if (!ok) {
-    RKV_LOG(ERROR) << "cannot write " << state_file_ << ": " << std::strerror(errno)
-                   << "; a restart would forget epoch " << epoch_;
+  if (ok) {
+    const size_t slash = state_file_.rfind('/');
+    const std::string dir = slash == std::string::npos ? "." : state_file_.substr(0, slash + 1);
+    const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    ok = dfd >= 0 && ::fsync(dfd) == 0;
+    if (dfd >= 0) ::close(dfd);
   }
+  if (!ok && saved_) {
+    RKV_LOG(ERROR) << "cannot write " << state_file_ << ": " << std::strerror(errno)
+                   << "; no push is ordered until it can be (a restart would forget epoch "
+                   << epoch_ << ")";
+  } else if (ok && !saved_) {
+    RKV_LOG(INFO) << "wrote " << state_file_ << " again (epoch " << epoch_ << ")";
+  }
+  saved_ = ok;
 }
 
 proto::ClusterMap CoordinatorService::MapLocked() const {
@@ -224,7 +239,10 @@ grpc::Status CoordinatorService::Heartbeat(grpc::ServerContext* ctx,
   resp->set_lease_ms(absl::ToInt64Milliseconds(lease_));
   resp->set_fence(groups_.MustFence(req->id(), req->generation()));
   if (groups_.BeginPush(req->id(), views)) ChangedLocked();
-  if (std::optional<proto::PushOrder> order = groups_.PushFor(req->id(), views)) {
+  if (!saved_) SaveLocked();
+  std::optional<proto::PushOrder> order;
+  if (saved_) order = groups_.PushFor(req->id(), views);
+  if (order) {
     for (proto::ServerInfo& t : *order->mutable_targets()) {
       Member& target = members_.at(t.id());
       t = target.info;
@@ -298,6 +316,7 @@ void CoordinatorService::LeaseLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
     changed_.wait_for(lock, absl::ToChronoMilliseconds(lease_ / 4));
+    if (!saved_) SaveLocked();
     const absl::Time now = MonotonicNow();
     for (auto& [id, m] : members_) {
       if (m.info.state() == proto::SERVER_STATE_UP && now - m.last_heard > lease_) {

@@ -67,6 +67,9 @@ class CoordinatorService final : public proto::Coordinator::Service {
   // Re-evaluates the replica groups, bumps the epoch, wakes watchers, and
   // writes the state file.
   void ChangedLocked();
+  // Writes the state file (if any) and records in `saved_` whether it is
+  // as the map is now.
+  void SaveLocked();
   void LeaseLoop();
 
   const std::string token_;
@@ -77,6 +80,11 @@ class CoordinatorService final : public proto::Coordinator::Service {
   std::map<std::string, Member> members_;
   ReplicaGroups groups_;
   uint64_t epoch_ = 0;
+  // Whether the state file holds the map as it is. While it does not, no
+  // push is ordered: a push is the one act whose premise (only the
+  // pusher's copy counts) a restarted coordinator must not forget. Retried
+  // with every heartbeat that would order one, and every lease tick.
+  bool saved_ = true;
   bool stopping_ = false;
   std::thread lease_thread_;
 };

@@ -1,6 +1,9 @@
 // Multi-process tests of a cluster on loopback: a kvcoord and kvservers as
 // real processes, killed with SIGKILL and restarted, and clients that must
 // keep every acknowledged write.
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <fstream>
 #include <string>
 #include <vector>
@@ -410,6 +413,45 @@ TEST_F(ReplicatedClusterTest, ClientsKeepWorkingWhileASpareIsCopiedIn) {
     ASSERT_TRUE(got.ok()) << key << ": " << got.status();
     EXPECT_EQ(*got, value) << key;
   }
+}
+
+// The coordinator orders no push while it cannot write its state file: a
+// restarted coordinator must never forget that only the pusher's copy
+// counts once the push began. Once the file can be written, it goes on.
+TEST_F(ReplicatedClusterTest, NoPushIsOrderedWhileTheStateFileCannotBeWritten) {
+  StartServers(2);
+  const proto::ClusterMap before = Map();
+  const std::string survivor = before.groups(0).members(0);
+  const std::string lost = before.groups(0).members(1);
+  // A directory where the state file's temporary copy goes: every write
+  // of the state file fails from now on.
+  const std::string blocker = dir_ + "/coord.state.tmp";
+  ASSERT_EQ(mkdir(blocker.c_str(), 0700), 0);
+  servers_[lost]->Kill(SIGKILL);
+  // The group reconfigures on the survivor, which fences itself...
+  auto waiting_for_push = [&](const proto::ClusterMap& m) {
+    if (m.groups_size() != 1 || m.groups(0).state() != proto::GROUP_STATE_RECONFIGURING ||
+        m.groups(0).members_size() != 1 || m.groups(0).members(0) != survivor) {
+      return false;
+    }
+    for (const auto& s : m.servers()) {
+      if (s.id() == survivor) return s.region().generation() > m.groups(0).generations(0);
+    }
+    return false;
+  };
+  ASSERT_TRUE(WaitForMap(waiting_for_push)) << Map().ShortDebugString();
+  // ... and waits: a member of a reconfiguring group heartbeats every
+  // 20 ms, so over two leases it asked for its order a hundred times.
+  const absl::Time until = absl::Now() + absl::Milliseconds(2 * kLeaseMs);
+  while (absl::Now() < until) {
+    const proto::ClusterMap m = Map();
+    ASSERT_TRUE(waiting_for_push(m)) << "a push was ordered: " << m.ShortDebugString();
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_EQ(rmdir(blocker.c_str()), 0);
+  ASSERT_TRUE(WaitForMap([&](const proto::ClusterMap& m) {
+    return m.groups_size() == 1 && m.groups(0).state() == proto::GROUP_STATE_SERVING;
+  })) << Map().ShortDebugString();
 }
 
 }  // namespace
