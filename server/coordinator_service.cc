@@ -150,7 +150,7 @@ void CoordinatorService::SaveLocked() {
   }
   if (!ok && saved_) {
     RKV_LOG(ERROR) << "cannot write " << state_file_ << ": " << std::strerror(errno)
-                   << "; no push is ordered until it can be (a restart would forget epoch "
+                   << "; no push begins until it can be (a restart would forget epoch "
                    << epoch_ << ")";
   } else if (ok && !saved_) {
     RKV_LOG(INFO) << "wrote " << state_file_ << " again (epoch " << epoch_ << ")";
@@ -238,11 +238,17 @@ grpc::Status CoordinatorService::Heartbeat(grpc::ServerContext* ctx,
   if (req->has_push() && groups_.OnProgress(req->id(), req->push(), views)) ChangedLocked();
   resp->set_lease_ms(absl::ToInt64Milliseconds(lease_));
   resp->set_fence(groups_.MustFence(req->id(), req->generation()));
-  if (groups_.BeginPush(req->id(), views)) ChangedLocked();
-  if (!saved_) SaveLocked();
-  std::optional<proto::PushOrder> order;
-  if (saved_) order = groups_.PushFor(req->id(), views);
-  if (order) {
+  // From the moment the pusher is handed its push only its copy counts:
+  // that must be in the state file first, or a restarted coordinator could
+  // take a half-pushed target for a good copy. If the file cannot be
+  // written, the group waits as it was (a push already under way goes on).
+  if (groups_.PushPending(req->id(), views)) {
+    ReplicaGroups before = groups_;
+    groups_.BeginPush(req->id(), views);
+    ChangedLocked();
+    if (!saved_) groups_ = std::move(before);
+  }
+  if (std::optional<proto::PushOrder> order = groups_.PushFor(req->id(), views)) {
     for (proto::ServerInfo& t : *order->mutable_targets()) {
       Member& target = members_.at(t.id());
       t = target.info;

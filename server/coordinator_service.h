@@ -80,10 +80,8 @@ class CoordinatorService final : public proto::Coordinator::Service {
   std::map<std::string, Member> members_;
   ReplicaGroups groups_;
   uint64_t epoch_ = 0;
-  // Whether the state file holds the map as it is. While it does not, no
-  // push is ordered: a push is the one act whose premise (only the
-  // pusher's copy counts) a restarted coordinator must not forget. Retried
-  // with every heartbeat that would order one, and every lease tick.
+  // Whether the state file holds the map as it is; retried with every
+  // lease tick while it does not. No push begins unsaved (Heartbeat).
   bool saved_ = true;
   bool stopping_ = false;
   std::thread lease_thread_;

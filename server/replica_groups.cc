@@ -356,20 +356,33 @@ bool ReplicaGroups::Reconfiguring(const std::string& id) const {
   return false;
 }
 
+int ReplicaGroups::PendingPush(const std::string& id,
+                               const std::map<std::string, ServerView>& servers) const {
+  for (size_t i = 0; i < groups_.size(); ++i) {
+    const proto::ReplicaGroup& g = groups_[i];
+    if (g.state() == proto::GROUP_STATE_RECONFIGURING && !g.forming() && g.members(0) == id &&
+        AllFenced(g, servers) && !(g.serving_size() == 1 && g.serving(0) == id)) {
+      return static_cast<int>(i);
+    }
+  }
+  return -1;
+}
+
+bool ReplicaGroups::PushPending(const std::string& id,
+                                const std::map<std::string, ServerView>& servers) const {
+  return PendingPush(id, servers) >= 0;
+}
+
 bool ReplicaGroups::BeginPush(const std::string& id,
                               const std::map<std::string, ServerView>& servers) {
-  for (proto::ReplicaGroup& g : groups_) {
-    if (g.state() != proto::GROUP_STATE_RECONFIGURING || g.forming() || g.members(0) != id ||
-        !AllFenced(g, servers) || (g.serving_size() == 1 && g.serving(0) == id)) {
-      continue;
-    }
-    g.clear_serving();
-    g.clear_serving_generations();
-    g.add_serving(id);
-    g.add_serving_generations(View(servers, id)->generation);
-    return true;
-  }
-  return false;
+  const int i = PendingPush(id, servers);
+  if (i < 0) return false;
+  proto::ReplicaGroup& g = groups_[i];
+  g.clear_serving();
+  g.clear_serving_generations();
+  g.add_serving(id);
+  g.add_serving_generations(View(servers, id)->generation);
+  return true;
 }
 
 std::optional<proto::PushOrder> ReplicaGroups::PushFor(

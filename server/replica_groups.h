@@ -73,6 +73,8 @@ class ReplicaGroups {
   // this changed the groups: the change must be kept (the state file)
   // before the order goes out.
   bool BeginPush(const std::string& id, const std::map<std::string, ServerView>& servers);
+  // Whether BeginPush would change anything.
+  bool PushPending(const std::string& id, const std::map<std::string, ServerView>& servers) const;
   std::optional<proto::PushOrder> PushFor(const std::string& id,
                                           const std::map<std::string, ServerView>& servers) const;
   // A push's progress, reported by `id`; true when anything changed.
@@ -107,11 +109,13 @@ class ReplicaGroups {
                                   uint64_t region_bytes) const;
   // Adds spares to groups short of copies, and forms new groups of them.
   bool PlaceSpares(const std::map<std::string, ServerView>& servers);
+  // The group whose push `id` is about to be handed, by index; -1: none.
+  int PendingPush(const std::string& id, const std::map<std::string, ServerView>& servers) const;
   bool AllFenced(const proto::ReplicaGroup& g,
                  const std::map<std::string, ServerView>& servers) const;
   proto::ReplicaGroup* Find(const std::string& group_id);
 
-  const uint32_t replicas_;
+  uint32_t replicas_;  // Fixed; not const only so that a state can be copied back.
   std::vector<proto::ReplicaGroup> groups_;
   // Servers a push could not reach, with the generation they had then: no
   // group takes them as spares until they register anew.

@@ -3,6 +3,7 @@
 #ifndef RKV_TESTS_LINEARIZABILITY_RANDOM_OPS_H_
 #define RKV_TESTS_LINEARIZABILITY_RANDOM_OPS_H_
 
+#include <functional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -17,6 +18,8 @@ struct OpMix {
   int keys = 3;
   // Weights of get, put, insert, delete.
   int weights[4] = {4, 3, 2, 1};
+  // Values are padded to this length.
+  size_t value_bytes = 0;
 };
 
 inline Outcome OutcomeOf(const absl::Status& s) {
@@ -28,24 +31,26 @@ inline Outcome OutcomeOf(const absl::Status& s) {
 
 // Issues one random operation of client `client_id` (its `seq`th) through
 // `client` and records it in `rec`; `outstanding` counts it until it
-// completes, and `failed` (unless null) if it fails. Values name their
-// writer, so that every write is unique.
+// completes, and `on_failure` (if any) hears how it failed, if it does.
+// Values name their writer, so that every write is unique.
 inline void IssueRandom(Client& client, int client_id, int seq, Rng& rng, const OpMix& mix,
-                        HistoryRecorder& rec, int& outstanding, int* failed = nullptr) {
+                        HistoryRecorder& rec, int& outstanding,
+                        std::function<void(const absl::Status&)> on_failure = nullptr) {
   const std::string key = absl::StrCat("key", rng.Uniform(mix.keys));
-  const std::string value = absl::StrCat("c", client_id, "-", seq);
+  std::string value = absl::StrCat("c", client_id, "-", seq);
+  if (value.size() < mix.value_bytes) value.resize(mix.value_bytes, '.');
   int total = 0;
   for (int x : mix.weights) total += x;
   int pick = static_cast<int>(rng.Uniform(total));
   int kind = 0;
   while (pick >= mix.weights[kind]) pick -= mix.weights[kind++];
   outstanding++;
-  auto respond = [&rec, &outstanding, failed](size_t id, const absl::Status& s,
-                                               std::string value) {
+  auto respond = [&rec, &outstanding, on_failure = std::move(on_failure)](
+                     size_t id, const absl::Status& s, std::string value) {
     const Outcome outcome = OutcomeOf(s);
     rec.Respond(id, outcome, std::move(value));
     outstanding--;
-    if (failed != nullptr && outcome == Outcome::kUnknown) ++*failed;
+    if (on_failure && outcome == Outcome::kUnknown) on_failure(s);
   };
   auto done = [respond](size_t id) {
     return [respond, id](absl::Status s) { respond(id, s, ""); };
