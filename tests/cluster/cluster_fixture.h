@@ -96,9 +96,8 @@ class ClusterFixture : public ::testing::Test {
   }
 
   void StartServer(const std::string& id) {
-    // 32 MiB: every reconfiguration strands the heap chunks its clients
-    // had reserved (docs/RELIABILITY.md), and the replicated tests go
-    // through a dozen.
+    // 32 MiB: room for the load of the replicated tests, which run it
+    // across a dozen reconfigurations.
     std::vector<std::string> argv = {
         RKV_KVSERVER, "--id=" + id, "--coordinator=" + address_,
         absl::StrCat("--token=", kClusterToken), "--fabric=soft", "--memory=32MiB",
