@@ -21,11 +21,12 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/fabric/sim_network.h"
+#include "client/region/region_client.h"
+#include "common/fabric/sim/sim_network.h"
 #include "common/flags.h"
 #include "common/logging.h"
 #include "rkv/client.h"
-#include "server/region_server.h"
+#include "server/kvserver/region_server.h"
 
 ABSL_FLAG(std::string, op, "get", "The operation measured: get (cached) or update (cached).");
 ABSL_FLAG(int, ops, 10000, "Operations measured.");
@@ -42,8 +43,7 @@ std::string Key(int i) { return absl::StrCat("user", i); }
 // The measured part; not inlined, so that callgrind can dump its counts
 // apart from the set-up's (--dump-before/--dump-after).
 [[gnu::noinline]] int RunMeasured(Client& client, bool update, int ops,
-                                  const std::vector<std::string>& keys,
-                                  const std::string& value) {
+                                  const std::vector<std::string>& keys, const std::string& value) {
   int failed = 0;
   for (int i = 0; i < ops; ++i) {
     const std::string& key = keys[i % keys.size()];
@@ -78,12 +78,12 @@ int Run() {
   auto server = server::RegionServer::Create(
       *server_fabric, {.region_bytes = 64 << 20, .listen_address = "server"});
   RKV_CHECK(server.ok()) << server.status();
-  ClientOptions o;
+  client_internal::OpenOptions o;
   o.fabric = net->NewFabric();
   o.seed = net->NextSeed();
   // Simulated time: one scheduler step is one microsecond.
   o.clock = [net] { return absl::UnixEpoch() + absl::Microseconds(net->steps()); };
-  auto client = Client::Open((*server)->address(), o);
+  auto client = client_internal::OpenRegion((*server)->address(), o);
   RKV_CHECK(client.ok()) << client.status();
 
   std::vector<std::string> keys;

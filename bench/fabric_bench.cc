@@ -6,8 +6,8 @@
 // In the same run, the same round trips over a plain TCP loopback
 // connection (TCP_NODELAY, blocking sockets, an echo thread on the other
 // end; with --soft_busy_poll both ends spin on non-blocking reads that
-// long before they block, as the fabric does): BM_Tcp8B writes a batch of 8-byte requests in one write and reads
-// their 8-byte responses, which the echo thread sends back in one write;
+// long before they block, as the fabric does): BM_Tcp8B writes a batch of 8-byte requests in one
+// write and reads their 8-byte responses, which the echo thread sends back in one write;
 // BM_Tcp64KiB asks for 64 KiB. That is what the kernel allows a round trip
 // to cost here, and every fabric figure reads as a ratio to it: at the end
 // (console output) a table gives each fabric round trip over its TCP twin.
@@ -108,8 +108,8 @@ void BM_Read8B(benchmark::State& state) {
   for (auto _ : state) RoundTrip(lb, batch, state);
   state.counters["doorbells/s"] =
       benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
-  state.counters["requests/s"] = benchmark::Counter(
-      static_cast<double>(state.iterations()) * n, benchmark::Counter::kIsRate);
+  state.counters["requests/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * n, benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_Read8B)->ArgName("batch")->Arg(1)->Arg(8)->Arg(32)->UseRealTime();
 
@@ -199,8 +199,8 @@ void TcpRoundTrip(TcpLoopback& tl, const std::vector<uint64_t>& requests,
     return;
   }
   for (size_t have = 0; have < responses.size();) {
-    const ssize_t n = Receive(tl.client.get(), responses.data() + have, responses.size() - have,
-                              tl.busy_poll);
+    const ssize_t n =
+        Receive(tl.client.get(), responses.data() + have, responses.size() - have, tl.busy_poll);
     if (n <= 0) {
       state.SkipWithError("TCP round trip failed");
       return;
@@ -217,8 +217,8 @@ void BM_Tcp8B(benchmark::State& state) {
   for (auto _ : state) TcpRoundTrip(tl, requests, responses, state);
   state.counters["doorbells/s"] =
       benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
-  state.counters["requests/s"] = benchmark::Counter(
-      static_cast<double>(state.iterations()) * n, benchmark::Counter::kIsRate);
+  state.counters["requests/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * n, benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_Tcp8B)->ArgName("batch")->Arg(1)->Arg(8)->Arg(32)->UseRealTime();
 
@@ -245,7 +245,8 @@ class RatioReporter : public benchmark::ConsoleReporter {
       const bool median = r.run_type == Run::RT_Aggregate && r.aggregate_name == "median";
       if (r.run_type == Run::RT_Aggregate && !median) continue;
       if (r.run_type == Run::RT_Iteration && r.repetitions > 1) continue;
-      const double us = r.GetAdjustedRealTime() / benchmark::GetTimeUnitMultiplier(r.time_unit) * 1e6;
+      const double us =
+          r.GetAdjustedRealTime() / benchmark::GetTimeUnitMultiplier(r.time_unit) * 1e6;
       round_trip_us_[r.run_name.function_name + "/" + r.run_name.args] = us;
     }
   }

@@ -26,7 +26,7 @@
 #include "common/logging.h"
 #include "common/status.h"
 #include "google/protobuf/text_format.h"
-#include "rkv/fabric.pb.h"
+#include "rkvpb/fabric.pb.h"
 
 ABSL_FLAG(std::string, descriptor, "/tmp/rkv-fabric-demo.region",
           "serve: where to write the region descriptor; client: where to read it.");
@@ -107,8 +107,7 @@ class Client {
  public:
   Client(fabric::Fabric& f, fabric::QueuePair& qp, const proto::RegionDescriptor& d)
       : qp_(qp), d_(d), local_mem_(1 << 20) {
-    local_ = std::move(f.RegisterMemory(local_mem_.data(), local_mem_.size(),
-                                        fabric::kLocalWrite))
+    local_ = std::move(f.RegisterMemory(local_mem_.data(), local_mem_.size(), fabric::kLocalWrite))
                  .value();
   }
 
@@ -184,7 +183,9 @@ absl::Status RunClient() {
   RKV_ASSIGN_OR_RETURN(fabric::FabricOptions options, fabric::FabricOptionsFromFlags());
   const std::string path = absl::GetFlag(FLAGS_descriptor);
   std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("no descriptor at ", path, " (is `fabric_demo serve` running?)"));
+  if (!in)
+    return absl::NotFoundError(
+        absl::StrCat("no descriptor at ", path, " (is `fabric_demo serve` running?)"));
   std::stringstream text;
   text << in.rdbuf();
   proto::RegionDescriptor d;
@@ -193,8 +194,9 @@ absl::Status RunClient() {
   }
   RKV_ASSIGN_OR_RETURN(std::unique_ptr<fabric::Fabric> f, fabric::OpenFabric(options));
   if (d.endpoint().kind() != fabric::FabricKindName(f->kind())) {
-    return absl::FailedPreconditionError(absl::StrCat("the server runs the ", d.endpoint().kind(),
-                                                      " fabric; pass --fabric=", d.endpoint().kind()));
+    return absl::FailedPreconditionError(
+        absl::StrCat("the server runs the ", d.endpoint().kind(),
+                     " fabric; pass --fabric=", d.endpoint().kind()));
   }
   RKV_ASSIGN_OR_RETURN(std::unique_ptr<fabric::QueuePair> qp,
                        f->Connect({d.endpoint().address(), absl::GetFlag(FLAGS_token)}));
@@ -207,8 +209,8 @@ absl::Status RunClient() {
   std::memcpy(c.buf(0), msg.data(), msg.size());
   RKV_RETURN_IF_ERROR(c.RoundTrip({c.Write(1, 0, c.buf(0), msg.size())}, 1));
   RKV_RETURN_IF_ERROR(c.RoundTrip({c.Read(2, 0, c.buf(4096), msg.size())}, 1));
-  std::cout << "  WRITE then READ: \"" << std::string(reinterpret_cast<char*>(c.buf(4096)), msg.size())
-            << "\"\n";
+  std::cout << "  WRITE then READ: \""
+            << std::string(reinterpret_cast<char*>(c.buf(4096)), msg.size()) << "\"\n";
 
   // CAS-increment a counter 1000 times; CAS returns the old value either way.
   auto* old = reinterpret_cast<uint64_t*>(c.buf(8192));
@@ -230,9 +232,8 @@ absl::Status RunClient() {
   for (int batch : {1, 8, 32}) RKV_RETURN_IF_ERROR(c.Throughput(batch, 8, seconds));
   RKV_RETURN_IF_ERROR(c.Throughput(1, 64 << 10, seconds));
   const fabric::QueuePairCounters total = qp->counters();
-  std::cout << "  total: " << total.doorbells << " round trips, " << total.requests
-            << " requests, " << total.bytes << " bytes, " << total.error_completions
-            << " errors\n";
+  std::cout << "  total: " << total.doorbells << " round trips, " << total.requests << " requests, "
+            << total.bytes << " bytes, " << total.error_completions << " errors\n";
   return absl::OkStatus();
 }
 

@@ -16,14 +16,14 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "client/region/region_client.h"
 #include "common/fabric/fabric.h"
 #include "common/fabric/fabric_flags.h"
 #include "common/flags.h"
 #include "common/logging.h"
 #include "common/status.h"
-#include "client/client_resources.h"
 #include "rkv/client.h"
-#include "server/region_server.h"
+#include "server/kvserver/region_server.h"
 
 ABSL_FLAG(int, keys, 5000, "Keys loaded, and operations measured per type.");
 ABSL_FLAG(int, value_size, 100, "Value size in bytes.");
@@ -48,7 +48,8 @@ struct Samples {
 };
 
 // Runs `op` and records what it cost, from the client's counters.
-absl::Status Measure(Client& c, OpType type, Samples& out, const std::function<absl::Status()>& op) {
+absl::Status Measure(Client& c, OpType type, Samples& out,
+                     const std::function<absl::Status()>& op) {
   const OpCosts before = c.costs(type);
   absl::Status s = op();
   const OpCosts after = c.costs(type);
@@ -69,12 +70,12 @@ fabric::FabricOptions ClientFabric(fabric::FabricOptions server) {
 // A client of `servers`' regions: one region, or the copies of one.
 absl::StatusOr<std::unique_ptr<Client>> NewClient(
     const std::vector<std::unique_ptr<server::RegionServer>>& servers, bool cache) {
-  ClientOptions o;
+  client_internal::OpenOptions o;
   RKV_ASSIGN_OR_RETURN(const fabric::FabricOptions fo, fabric::FabricOptionsFromFlags());
   o.fabric_kind = fabric::FabricKindName(fo.kind);
   o.rdma_device = ClientFabric(fo).rdma_device;
   o.cache_entries = cache ? 1 << 20 : 0;
-  if (servers.size() == 1) return Client::Open(servers[0]->address(), o);
+  if (servers.size() == 1) return client_internal::OpenRegion(servers[0]->address(), o);
   std::vector<fabric::RemoteRegion> regions;
   for (const auto& s : servers) regions.push_back(s->address());
   RKV_ASSIGN_OR_RETURN(std::shared_ptr<client_internal::ClientResources> resources,
@@ -86,10 +87,10 @@ absl::StatusOr<std::unique_ptr<Client>> NewClient(
 // region fails for want of a slot.
 absl::StatusOr<double> LoadFactorAtFull(fabric::Fabric& f) {
   std::vector<std::unique_ptr<server::RegionServer>> servers(1);
-  RKV_ASSIGN_OR_RETURN(servers[0],
-                       server::RegionServer::Create(f, {.region_bytes = 8 << 20,
-                                                        .index_share = 0.03,
-                                                        .listen_address = absl::GetFlag(FLAGS_listen)}));
+  RKV_ASSIGN_OR_RETURN(
+      servers[0], server::RegionServer::Create(f, {.region_bytes = 8 << 20,
+                                                   .index_share = 0.03,
+                                                   .listen_address = absl::GetFlag(FLAGS_listen)}));
   const server::RegionServer* server = servers[0].get();
   RKV_ASSIGN_OR_RETURN(auto client, NewClient(servers, false));
   for (uint64_t i = 0;; ++i) {
@@ -170,9 +171,11 @@ int Run() {
   };
   int exit_code = 0;
   if (absl::GetFlag(FLAGS_check_budgets)) {
-    const std::pair<const char*, uint64_t> budgets[] = {
-        {"get_cold", 2}, {"get_cached", 1}, {"insert", replicas > 1 ? 4u : 3u},
-        {"update", 3}, {"delete", 3}};
+    const std::pair<const char*, uint64_t> budgets[] = {{"get_cold", 2},
+                                                        {"get_cached", 1},
+                                                        {"insert", replicas > 1 ? 4u : 3u},
+                                                        {"update", 3},
+                                                        {"delete", 3}};
     for (const auto& [name, most] : budgets) {
       if (p50(results[name].round_trips) > most) {
         std::cerr << "budget exceeded: " << name << " p50 " << p50(results[name].round_trips)
@@ -185,8 +188,8 @@ int Run() {
       exit_code = 1;
     }
   }
-  const char* order[] = {"get_cold", "get_cached", "insert", "update", "update_cached", "delete",
-                         "delete_cached"};
+  const char* order[] = {"get_cold",      "get_cached", "insert",       "update",
+                         "update_cached", "delete",     "delete_cached"};
   if (absl::GetFlag(FLAGS_json)) {
     std::cout << "{";
     for (const char* name : order) {

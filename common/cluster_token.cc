@@ -26,9 +26,11 @@ absl::StatusOr<std::string> ClusterTokenFromFlags(const std::string& default_fil
   std::stringstream s;
   s << in.rdbuf();
   std::string token(absl::StripAsciiWhitespace(s.str()));
-  if (token.empty()) return absl::InvalidArgumentError(absl::StrCat("token file ", path, " is empty"));
+  if (token.empty())
+    return absl::InvalidArgumentError(absl::StrCat("token file ", path, " is empty"));
   if (token.size() > 56) {
-    return absl::InvalidArgumentError("the cluster token is at most 56 bytes (RDMA CM private data)");
+    return absl::InvalidArgumentError(
+        "the cluster token is at most 56 bytes (RDMA CM private data)");
   }
   return token;
 }

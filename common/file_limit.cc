@@ -17,9 +17,11 @@ absl::Status EnsureFileLimit(uint64_t minimum) {
     if (setrlimit(RLIMIT_NOFILE, &limit) != 0) return ErrnoToStatus(errno, "setrlimit");
   }
   if (limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < minimum) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "the open-file limit is ", limit.rlim_cur, " (hard limit included); this program needs at "
-        "least ", minimum, ": raise it with `ulimit -n` or LimitNOFILE="));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the open-file limit is ", limit.rlim_cur,
+                     " (hard limit included); this program needs at "
+                     "least ",
+                     minimum, ": raise it with `ulimit -n` or LimitNOFILE="));
   }
   return absl::OkStatus();
 }

@@ -79,7 +79,8 @@ absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text) {
   } else {
     return absl::InvalidArgumentError(absl::StrCat("'", text, "': unknown unit '", unit, "'"));
   }
-  if (n > (UINT64_MAX >> shift)) return absl::InvalidArgumentError(absl::StrCat("'", text, "' is too large"));
+  if (n > (UINT64_MAX >> shift))
+    return absl::InvalidArgumentError(absl::StrCat("'", text, "' is too large"));
   return n << shift;
 }
 

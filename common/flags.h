@@ -2,9 +2,10 @@
 #ifndef RKV_COMMON_FLAGS_H_
 #define RKV_COMMON_FLAGS_H_
 
+#include <vector>
+
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include <vector>
 
 namespace rkv {
 

@@ -132,8 +132,7 @@ uint32_t Crc32cPortable(absl::string_view data, uint32_t crc) {
 
 bool Crc32cHardwareAvailable() { return __builtin_cpu_supports("sse4.2"); }
 
-__attribute__((target("sse4.2"))) uint32_t Crc32cHardware(absl::string_view data,
-                                                          uint32_t crc) {
+__attribute__((target("sse4.2"))) uint32_t Crc32cHardware(absl::string_view data, uint32_t crc) {
   const auto* p = reinterpret_cast<const unsigned char*>(data.data());
   size_t n = data.size();
   uint32_t c = ~crc;
@@ -163,9 +162,7 @@ __attribute__((target("+crc"))) uint32_t Crc32cHardware(absl::string_view data, 
 
 bool Crc32cHardwareAvailable() { return false; }
 
-uint32_t Crc32cHardware(absl::string_view data, uint32_t crc) {
-  return Crc32cPortable(data, crc);
-}
+uint32_t Crc32cHardware(absl::string_view data, uint32_t crc) { return Crc32cPortable(data, crc); }
 
 #endif
 

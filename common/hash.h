@@ -5,6 +5,7 @@
 #define RKV_COMMON_HASH_H_
 
 #include <cstdint>
+
 #include "absl/strings/string_view.h"
 
 namespace rkv {

@@ -4,11 +4,10 @@
 
 #include <atomic>
 #include <cstdio>
-#include <ctime>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <string>
-
 
 namespace rkv {
 namespace {
@@ -30,11 +29,16 @@ std::atomic<LogSeverity>& MinSeverity() {
 
 char SeverityLetter(LogSeverity s) {
   switch (s) {
-    case LogSeverity::kDebug: return 'D';
-    case LogSeverity::kInfo: return 'I';
-    case LogSeverity::kWarning: return 'W';
-    case LogSeverity::kError: return 'E';
-    case LogSeverity::kFatal: return 'F';
+    case LogSeverity::kDebug:
+      return 'D';
+    case LogSeverity::kInfo:
+      return 'I';
+    case LogSeverity::kWarning:
+      return 'W';
+    case LogSeverity::kError:
+      return 'E';
+    case LogSeverity::kFatal:
+      return 'F';
   }
   return '?';
 }
@@ -46,8 +50,7 @@ LogSeverity MinLogSeverity() { return MinSeverity().load(std::memory_order_relax
 
 namespace logging_internal {
 
-LogMessage::LogMessage(LogSeverity severity, const char* file, int line)
-    : severity_(severity) {
+LogMessage::LogMessage(LogSeverity severity, const char* file, int line) : severity_(severity) {
   const char* base = std::strrchr(file, '/');
   // libc rather than absl::FormatTime: Debian's Abseil is not built with
   // ThreadSanitizer, and its lazy time-zone loading shows up as a race.

@@ -49,12 +49,11 @@ struct Voidify {
 #define RKV_LOG_SEVERITY_ERROR ::rkv::LogSeverity::kError
 #define RKV_LOG_SEVERITY_FATAL ::rkv::LogSeverity::kFatal
 
-#define RKV_LOG(level)                                             \
-  (RKV_LOG_SEVERITY_##level < ::rkv::MinLogSeverity())             \
-      ? (void)0                                                    \
-      : ::rkv::logging_internal::Voidify() &                       \
-            ::rkv::logging_internal::LogMessage(RKV_LOG_SEVERITY_##level, \
-                                                __FILE__, __LINE__)  \
+#define RKV_LOG(level)                                                                        \
+  (RKV_LOG_SEVERITY_##level < ::rkv::MinLogSeverity())                                        \
+      ? (void)0                                                                               \
+      : ::rkv::logging_internal::Voidify() &                                                  \
+            ::rkv::logging_internal::LogMessage(RKV_LOG_SEVERITY_##level, __FILE__, __LINE__) \
                 .stream()
 
 #define RKV_CHECK(cond) \

@@ -14,8 +14,7 @@ namespace rkv {
 // An absl::Time only for its arithmetic: its epoch is the machine's boot,
 // not 1970, so it is never shown as a date nor compared with absl::Now().
 inline absl::Time MonotonicNow() {
-  return absl::UnixEpoch() +
-         absl::FromChrono(std::chrono::steady_clock::now().time_since_epoch());
+  return absl::UnixEpoch() + absl::FromChrono(std::chrono::steady_clock::now().time_since_epoch());
 }
 
 }  // namespace rkv

@@ -27,8 +27,7 @@ absl::StatusOr<sockaddr_in> ToSockaddr(const HostPort& where) {
   addr.sin_port = htons(where.port);
   const std::string host = where.host == "localhost" ? "127.0.0.1" : where.host;
   if (inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("'", where.host, "' is not an IPv4 address"));
+    return absl::InvalidArgumentError(absl::StrCat("'", where.host, "' is not an IPv4 address"));
   }
   return addr;
 }
@@ -43,8 +42,7 @@ absl::StatusOr<HostPort> ParseHostPort(absl::string_view address) {
   uint32_t port = 0;
   if (colon == absl::string_view::npos || colon == 0 ||
       !absl::SimpleAtoi(address.substr(colon + 1), &port) || port > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("address '", address, "' is not host:port"));
+    return absl::InvalidArgumentError(absl::StrCat("address '", address, "' is not host:port"));
   }
   HostPort hp{std::string(address.substr(0, colon)), static_cast<uint16_t>(port)};
   RKV_RETURN_IF_ERROR(ToSockaddr(hp).status());

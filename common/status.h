@@ -2,10 +2,9 @@
 #ifndef RKV_COMMON_STATUS_H_
 #define RKV_COMMON_STATUS_H_
 
-#include "absl/strings/string_view.h"
-
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace rkv {
 

@@ -9,7 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
-#include "rkv/coordinator.grpc.pb.h"
+#include "rkvpb/coordinator.grpc.pb.h"
 
 namespace rkv {
 

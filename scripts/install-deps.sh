@@ -29,6 +29,8 @@ else
     python3-yaml
     # ss, with which the scripts wait for a process's port.
     iproute2
+    # The one formatter the tree is formatted with (scripts/format.sh).
+    clang-format-14
     "$@"
   )
 fi

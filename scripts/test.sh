@@ -53,6 +53,12 @@ export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 # tests/tsan.supp: races inside the uninstrumented gRPC libraries, not ours.
 export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp}"
 
+# The cheapest checks first: every C++ file as .clang-format says, and
+# every include pointing down the layers.
+bash scripts/install-deps.sh
+bash scripts/format.sh --check
+python3 scripts/lib/check_layers.py
+
 run_suite ""
 if [ "$rxe" = 1 ]; then
   echo "=== test.sh: the verbs backend on Soft-RoCE (label rxe), in a QEMU guest ==="

@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "client/session/open_options.h"
 #include "rkv/client.h"
 
 namespace rkv::bench {
@@ -28,7 +29,7 @@ class Driver {
   // NotFound when the key is absent.
   virtual void Read(const std::string& key, ReadCallback done) = 0;
   // Insert or overwrite. A write (or insert or delete) that failed but may
-  // have taken effect, now or later, says so with client/outcome.h's
+  // have taken effect, now or later, says so with client/protocol/outcome.h's
   // outcome-unknown payload; --verify takes a failure without it for one
   // that changed nothing.
   virtual void Write(const std::string& key, const std::string& value, WriteCallback done) = 0;
@@ -47,9 +48,9 @@ class Driver {
 };
 
 struct DriverConfig {
-  std::string kind;  // "rkv", "memcached" or "redis".
-  std::string address;  // Coordinator, memcached or Redis server, HOST:PORT.
-  ClientOptions rkv;  // For kind "rkv".
+  std::string kind;                  // "rkv", "memcached" or "redis".
+  std::string address;               // Coordinator, memcached or Redis server, HOST:PORT.
+  client_internal::OpenOptions rkv;  // For kind "rkv".
   int outstanding = 16;
 };
 

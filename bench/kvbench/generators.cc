@@ -42,8 +42,8 @@ int64_t ZipfianGenerator::Next(Rng& rng, int64_t item_count) {
     // Growing: extend the sum (YCSB keeps `items` in eta, and so do we).
     zetan_ = Zeta(count_for_zeta_, item_count, theta_, zetan_);
     count_for_zeta_ = item_count;
-    eta_ = (1 - std::pow(2.0 / static_cast<double>(items_), 1 - theta_)) /
-           (1 - zeta2theta_ / zetan_);
+    eta_ =
+        (1 - std::pow(2.0 / static_cast<double>(items_), 1 - theta_)) / (1 - zeta2theta_ / zetan_);
   }
   const double u = rng.NextDouble();
   const double uz = u * zetan_;

@@ -10,7 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "bench/kvbench/driver.h"
-#include "client/outcome.h"
+#include "client/protocol/outcome.h"
 #include "common/socket.h"
 
 namespace rkv::bench {
@@ -36,8 +36,8 @@ class MemcachedDriver final : public Driver {
     std::deque<PendingWrite> writes = std::exchange(writes_, {});
     std::map<std::string, std::vector<ReadCallback>> reads = std::exchange(reads_, {});
     for (PendingWrite& w : writes) {
-      const memcached_return_t rc = memcached_set(memc_, w.key.data(), w.key.size(),
-                                                  w.value.data(), w.value.size(), 0, 0);
+      const memcached_return_t rc =
+          memcached_set(memc_, w.key.data(), w.key.size(), w.value.data(), w.value.size(), 0, 0);
       --in_flight_;
       // A failed set may have been stored.
       w.done(rc == MEMCACHED_SUCCESS ? absl::OkStatus()
@@ -69,7 +69,8 @@ class MemcachedDriver final : public Driver {
     if (rc == MEMCACHED_SUCCESS) {
       memcached_result_st* result;
       while ((result = memcached_fetch_result(memc_, nullptr, &rc)) != nullptr) {
-        const std::string key(memcached_result_key_value(result), memcached_result_key_length(result));
+        const std::string key(memcached_result_key_value(result),
+                              memcached_result_key_length(result));
         const std::string value(memcached_result_value(result), memcached_result_length(result));
         memcached_result_free(result);
         auto it = reads.find(key);

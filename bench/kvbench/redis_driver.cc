@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "bench/kvbench/driver.h"
-#include "client/outcome.h"
+#include "client/protocol/outcome.h"
 #include "common/socket.h"
 
 namespace rkv::bench {

@@ -35,8 +35,7 @@ std::string PhaseJson(const PhaseResult& r) {
   fields.push_back(absl::StrCat("\"acked_deletes\": ", r.acked_deletes));
   fields.push_back(absl::StrCat("\"delete_absent\": ", r.delete_absent));
   fields.push_back(absl::StrCat("\"verify\": {\"reads_checked\": ", r.reads_checked,
-                                ", \"mismatches\": ", r.mismatches, ", \"lost\": ", r.lost,
-                                "}"));
+                                ", \"mismatches\": ", r.mismatches, ", \"lost\": ", r.lost, "}"));
   std::vector<std::string> ops;
   for (int i = 0; i < kOps; ++i) {
     const Histogram& h = r.latency_ns[i];

@@ -1,6 +1,7 @@
 // kvbench on rkv: the cluster client's asynchronous API, one client per
 // worker thread, --outstanding operations in flight sharing doorbells.
 #include "bench/kvbench/driver.h"
+#include "client/cluster/cluster_client.h"
 
 namespace rkv::bench {
 namespace {
@@ -37,9 +38,10 @@ class RkvDriver final : public Driver {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Driver>> OpenRkvDriver(const DriverConfig& config) {
-  ClientOptions options = config.rkv;
+  client_internal::OpenOptions options = config.rkv;
   options.max_outstanding = static_cast<uint32_t>(config.outstanding);
-  absl::StatusOr<std::unique_ptr<Client>> client = Client::OpenCluster(config.address, options);
+  absl::StatusOr<std::unique_ptr<Client>> client =
+      client_internal::OpenCluster(config.address, options);
   if (!client.ok()) return client.status();
   return std::make_unique<RkvDriver>(*std::move(client));
 }

@@ -25,7 +25,7 @@ namespace rkv::bench {
 struct RunConfig {
   WorkloadSpec workload;
   int64_t records = 0;
-  int64_t operations = 0;                        // 0: until `duration`.
+  int64_t operations = 0;                          // 0: until `duration`.
   absl::Duration duration = absl::ZeroDuration();  // 0: until `operations`.
   int threads = 1;
   int outstanding = 16;
@@ -50,10 +50,10 @@ struct PhaseResult {
   uint64_t not_found = 0;      // Reads of absent keys (errors too, unless the mix deletes).
   uint64_t reads_checked = 0;  // --verify
   uint64_t mismatches = 0;     // --verify
-  uint64_t lost = 0;  // Of the mismatches: found absent after an acknowledged write.
+  uint64_t lost = 0;           // Of the mismatches: found absent after an acknowledged write.
   std::string first_mismatch;
   std::string first_error;
-  std::array<Histogram, kOps> latency_ns;  // By Op, from intended start to completion.
+  std::array<Histogram, kOps> latency_ns;              // By Op, from intended start to completion.
   std::optional<std::array<OpCosts, kOpTypes>> costs;  // rkv only: summed over threads.
 
   double throughput() const { return seconds > 0 ? static_cast<double>(operations) / seconds : 0; }

@@ -7,7 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "client/outcome.h"
+#include "client/protocol/outcome.h"
 #include "common/hash.h"
 #include "common/logging.h"
 
@@ -34,8 +34,8 @@ std::string EncodeValue(absl::string_view key, uint64_t nonce, uint64_t version,
 absl::StatusOr<DecodedValue> DecodeValue(absl::string_view value) {
   std::vector<absl::string_view> parts = absl::StrSplit(value, absl::MaxSplits('|', 3));
   DecodedValue d;
-  if (parts.size() != 4 || parts[1].size() != 16 ||
-      !absl::SimpleHexAtoi(parts[1], &d.nonce) || !absl::SimpleAtoi(parts[2], &d.version)) {
+  if (parts.size() != 4 || parts[1].size() != 16 || !absl::SimpleHexAtoi(parts[1], &d.nonce) ||
+      !absl::SimpleAtoi(parts[2], &d.version)) {
     return absl::DataLossError("value is not one kvbench wrote");
   }
   d.key = std::string(parts[0]);
@@ -55,14 +55,14 @@ Verifier::WriteTicket Verifier::StartWrite(int64_t keynum, Change change) {
 }
 
 void Verifier::FinishWrite(int64_t keynum, const WriteTicket& ticket, bool acknowledged) {
-  absl::Status result = acknowledged ? absl::OkStatus()
-                                     : client_internal::WithUnknownOutcome(
-                                           absl::UnavailableError("failed"));
+  absl::Status result = acknowledged
+                            ? absl::OkStatus()
+                            : client_internal::WithUnknownOutcome(absl::UnavailableError("failed"));
   (void)FinishWrite(keynum, "", ticket, result);
 }
 
-absl::Status Verifier::FinishWrite(int64_t keynum, absl::string_view key,
-                                   const WriteTicket& ticket, const absl::Status& result) {
+absl::Status Verifier::FinishWrite(int64_t keynum, absl::string_view key, const WriteTicket& ticket,
+                                   const absl::Status& result) {
   std::unique_lock<std::mutex> lock;
   KeyState& s = Lock(keynum, &lock);
   s.finished_above.push_back(ticket.version);
@@ -81,8 +81,8 @@ absl::Status Verifier::FinishWrite(int64_t keynum, absl::string_view key,
 
   const bool insert = ticket.change == Change::kInsert;
   const bool del = ticket.change == Change::kDelete;
-  const bool answered_no = (insert && absl::IsAlreadyExists(result)) ||
-                           (del && absl::IsNotFound(result));
+  const bool answered_no =
+      (insert && absl::IsAlreadyExists(result)) || (del && absl::IsNotFound(result));
   absl::Status verdict;
   if ((insert || del) && (result.ok() || answered_no)) {
     const bool found_absent = insert ? result.ok() : answered_no;

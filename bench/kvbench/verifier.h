@@ -6,7 +6,7 @@
 //   - acknowledged (OK): it took effect, once, between its start and end;
 //   - it changed nothing: an insert answered AlreadyExists, a delete
 //     answered NotFound, or a failure that carries no outcome-unknown
-//     payload (client/outcome.h; rkv adds it to every failure after a CAS
+//     payload (client/protocol/outcome.h; rkv adds it to every failure after a CAS
 //     went out, kvbench's other drivers to every failed write);
 //   - its outcome is unknown (the payload): it took effect once at some
 //     moment after it started, or never, and that moment may come after

@@ -26,7 +26,7 @@ absl::StatusOr<Distribution> ParseDistribution(absl::string_view name);
 const char* DistributionName(Distribution d);
 
 struct WorkloadSpec {
-  std::string name;  // "a".."f", or "custom" once proportions are overridden.
+  std::string name;                        // "a".."f", or "custom" once proportions are overridden.
   std::array<double, kOps> proportions{};  // Indexed by Op.
   Distribution distribution = Distribution::kZipfian;
 };

@@ -3,17 +3,20 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/fabric/soft_fabric.h"
-#include "common/fabric/verbs_fabric.h"
+#include "common/fabric/soft/soft_fabric.h"
+#include "common/fabric/verbs/verbs_fabric.h"
 #include "common/logging.h"
 
 namespace rkv::fabric {
 
 const char* FabricKindName(FabricKind kind) {
   switch (kind) {
-    case FabricKind::kAuto: return "auto";
-    case FabricKind::kVerbs: return "verbs";
-    case FabricKind::kSoft: return "soft";
+    case FabricKind::kAuto:
+      return "auto";
+    case FabricKind::kVerbs:
+      return "verbs";
+    case FabricKind::kSoft:
+      return "soft";
   }
   return "unknown";
 }

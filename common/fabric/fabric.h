@@ -146,8 +146,7 @@ class Fabric {
   virtual FabricKind kind() const = 0;
 
   // Registers [addr, addr + length) with the given Access bits.
-  virtual absl::StatusOr<std::unique_ptr<MemoryRegion>> RegisterMemory(void* addr,
-                                                                       size_t length,
+  virtual absl::StatusOr<std::unique_ptr<MemoryRegion>> RegisterMemory(void* addr, size_t length,
                                                                        uint32_t access) = 0;
 
   // Starts accepting queue pairs; peers reach this node's registered memory

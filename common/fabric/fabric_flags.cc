@@ -33,11 +33,9 @@ absl::StatusOr<FabricOptions> FabricOptionsFromFlags() {
   RKV_ASSIGN_OR_RETURN(options.kind, ParseFabricKind(absl::GetFlag(FLAGS_fabric)));
   options.rdma_device = absl::GetFlag(FLAGS_rdma_device);
   options.soft_busy_poll = absl::GetFlag(FLAGS_soft_busy_poll);
-  if (options.soft_busy_poll < absl::ZeroDuration() ||
-      options.soft_busy_poll > absl::Seconds(1)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--soft_busy_poll=", absl::FormatDuration(options.soft_busy_poll),
-                     ": want 0 to 1s"));
+  if (options.soft_busy_poll < absl::ZeroDuration() || options.soft_busy_poll > absl::Seconds(1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--soft_busy_poll=", absl::FormatDuration(options.soft_busy_poll), ": want 0 to 1s"));
   }
   return options;
 }

@@ -275,9 +275,9 @@ class FaultyFabric final : public Fabric {
   absl::StatusOr<std::shared_ptr<CompletionChannel>> NewCompletionChannel() override {
     absl::StatusOr<std::shared_ptr<CompletionChannel>> inner = inner_->NewCompletionChannel();
     if (!inner.ok()) return inner.status();
-    return std::make_shared<FaultyChannel>(
-        *std::move(inner), faults_.delay_probability > 0 ? absl::Microseconds(50)
-                                                         : absl::InfiniteDuration());
+    return std::make_shared<FaultyChannel>(*std::move(inner), faults_.delay_probability > 0
+                                                                  ? absl::Microseconds(50)
+                                                                  : absl::InfiniteDuration());
   }
   absl::StatusOr<std::unique_ptr<QueuePair>> Connect(const Endpoint& endpoint,
                                                      const QueuePairOptions& options) override {
@@ -324,7 +324,8 @@ absl::StatusOr<FaultOptions> ParseFaultOptions(absl::string_view text) {
       }
     } else {
       double p;
-      if (!absl::SimpleAtod(value, &p) || p < 0 || p > 1) return bad("want a probability in [0, 1]");
+      if (!absl::SimpleAtod(value, &p) || p < 0 || p > 1)
+        return bad("want a probability in [0, 1]");
       if (name == "delay") {
         faults.delay_probability = p;
       } else if (name == "drop") {

@@ -29,9 +29,7 @@ struct FaultOptions {
   // at the target, just as when an acknowledgement is lost on hardware.
   double fail_probability = 0;
 
-  bool any() const {
-    return delay_probability > 0 || drop_probability > 0 || fail_probability > 0;
-  }
+  bool any() const { return delay_probability > 0 || drop_probability > 0 || fail_probability > 0; }
 };
 
 // Parses "delay=0.01,drop=0.001,fail=0.001,max_delay=2ms,seed=7" (any

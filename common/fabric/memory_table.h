@@ -4,12 +4,12 @@
 #define RKV_COMMON_FABRIC_MEMORY_TABLE_H_
 
 #include <cstdint>
+#include <mutex>
+#include <shared_mutex>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include <mutex>
-#include <shared_mutex>
 #include "common/fabric/types.h"
 #include "common/random.h"
 
@@ -51,8 +51,7 @@ class MemoryTable {
   bool CheckLocal(uint32_t lkey, const void* addr, uint64_t len, uint32_t required) const;
 
  private:
-  static uint8_t* Check(const RegisteredRange& r, uint64_t addr, uint64_t len,
-                        uint32_t required);
+  static uint8_t* Check(const RegisteredRange& r, uint64_t addr, uint64_t len, uint32_t required);
   uint32_t FreshKeyLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable std::shared_mutex mu_;

@@ -13,14 +13,14 @@ constexpr bool Aligned8(uintptr_t p) { return (p & 7) == 0; }
 void CopyFromShared(uint8_t* dst, const uint8_t* shared, size_t n) {
   size_t i = 0;
   auto byte = [&](size_t k) {
-    dst[k] = std::atomic_ref<uint8_t>(const_cast<uint8_t&>(shared[k]))
-                 .load(std::memory_order_relaxed);
+    dst[k] =
+        std::atomic_ref<uint8_t>(const_cast<uint8_t&>(shared[k])).load(std::memory_order_relaxed);
   };
   for (; i < n && !Aligned8(reinterpret_cast<uintptr_t>(shared + i)); ++i) byte(i);
   for (; i + 8 <= n; i += 8) {
-    uint64_t w = std::atomic_ref<uint64_t>(
-                     *reinterpret_cast<uint64_t*>(const_cast<uint8_t*>(shared + i)))
-                     .load(std::memory_order_relaxed);
+    uint64_t w =
+        std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(const_cast<uint8_t*>(shared + i)))
+            .load(std::memory_order_relaxed);
     std::memcpy(dst + i, &w, 8);
   }
   for (; i < n; ++i) byte(i);
@@ -41,14 +41,14 @@ void CopyToShared(uint8_t* shared, const uint8_t* src, size_t n) {
   for (; i < n; ++i) byte(i);
 }
 
-CompletionStatus ExecuteRead(const MemoryTable& table, const RemoteRequest& req,
-                             uint32_t offset, uint32_t n, uint8_t* dst) {
+CompletionStatus ExecuteRead(const MemoryTable& table, const RemoteRequest& req, uint32_t offset,
+                             uint32_t n, uint8_t* dst) {
   return table.WithRemote(req.rkey, req.remote_addr, req.length, kRemoteRead,
                           [&](uint8_t* p) { CopyFromShared(dst, p + offset, n); });
 }
 
-CompletionStatus ExecuteWrite(const MemoryTable& table, const RemoteRequest& req,
-                              uint32_t offset, uint32_t n, const uint8_t* src) {
+CompletionStatus ExecuteWrite(const MemoryTable& table, const RemoteRequest& req, uint32_t offset,
+                              uint32_t n, const uint8_t* src) {
   return table.WithRemote(req.rkey, req.remote_addr, req.length, kRemoteWrite,
                           [&](uint8_t* p) { CopyToShared(p + offset, src, n); });
 }

@@ -24,10 +24,10 @@ struct RemoteRequest {
 // Moves bytes [offset, offset + n) of a READ into dst or of a WRITE from
 // src. The whole request's range is checked on every call, as a NIC checks
 // every packet, so a region deregistered midway stops the transfer.
-CompletionStatus ExecuteRead(const MemoryTable& table, const RemoteRequest& req,
-                             uint32_t offset, uint32_t n, uint8_t* dst);
-CompletionStatus ExecuteWrite(const MemoryTable& table, const RemoteRequest& req,
-                              uint32_t offset, uint32_t n, const uint8_t* src);
+CompletionStatus ExecuteRead(const MemoryTable& table, const RemoteRequest& req, uint32_t offset,
+                             uint32_t n, uint8_t* dst);
+CompletionStatus ExecuteWrite(const MemoryTable& table, const RemoteRequest& req, uint32_t offset,
+                              uint32_t n, const uint8_t* src);
 
 // Executes a CAS64 or FAA64 atomically against every other atomic on the
 // same word; stores the word's previous value in *old_value.

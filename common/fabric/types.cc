@@ -4,23 +4,34 @@ namespace rkv::fabric {
 
 const char* OpcodeName(Opcode op) {
   switch (op) {
-    case Opcode::kRead: return "READ";
-    case Opcode::kWrite: return "WRITE";
-    case Opcode::kCas64: return "CAS64";
-    case Opcode::kFaa64: return "FAA64";
+    case Opcode::kRead:
+      return "READ";
+    case Opcode::kWrite:
+      return "WRITE";
+    case Opcode::kCas64:
+      return "CAS64";
+    case Opcode::kFaa64:
+      return "FAA64";
   }
   return "UNKNOWN";
 }
 
 const char* CompletionStatusName(CompletionStatus status) {
   switch (status) {
-    case CompletionStatus::kSuccess: return "success";
-    case CompletionStatus::kLocalProtectionError: return "local protection error";
-    case CompletionStatus::kRemoteAccessError: return "remote access error";
-    case CompletionStatus::kRemoteInvalidRequest: return "remote invalid request";
-    case CompletionStatus::kFlushed: return "flushed";
-    case CompletionStatus::kRetryExceeded: return "retry exceeded";
-    case CompletionStatus::kResponseLost: return "response lost";
+    case CompletionStatus::kSuccess:
+      return "success";
+    case CompletionStatus::kLocalProtectionError:
+      return "local protection error";
+    case CompletionStatus::kRemoteAccessError:
+      return "remote access error";
+    case CompletionStatus::kRemoteInvalidRequest:
+      return "remote invalid request";
+    case CompletionStatus::kFlushed:
+      return "flushed";
+    case CompletionStatus::kRetryExceeded:
+      return "retry exceeded";
+    case CompletionStatus::kResponseLost:
+      return "response lost";
   }
   return "unknown";
 }
@@ -38,8 +49,8 @@ WorkRequest WorkRequest::Read(uint64_t wr_id, void* local, uint32_t length, uint
   return wr;
 }
 
-WorkRequest WorkRequest::Write(uint64_t wr_id, const void* local, uint32_t length,
-                               uint32_t lkey, uint64_t remote_addr, uint32_t rkey) {
+WorkRequest WorkRequest::Write(uint64_t wr_id, const void* local, uint32_t length, uint32_t lkey,
+                               uint64_t remote_addr, uint32_t rkey) {
   WorkRequest wr = Read(wr_id, const_cast<void*>(local), length, lkey, remote_addr, rkey);
   wr.opcode = Opcode::kWrite;
   return wr;

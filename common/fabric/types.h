@@ -50,11 +50,10 @@ struct WorkRequest {
                           uint64_t remote_addr, uint32_t rkey);
   static WorkRequest Write(uint64_t wr_id, const void* local, uint32_t length, uint32_t lkey,
                            uint64_t remote_addr, uint32_t rkey);
-  static WorkRequest Cas(uint64_t wr_id, uint64_t* old_value, uint32_t lkey,
-                         uint64_t remote_addr, uint32_t rkey, uint64_t expected,
-                         uint64_t desired);
-  static WorkRequest Faa(uint64_t wr_id, uint64_t* old_value, uint32_t lkey,
-                         uint64_t remote_addr, uint32_t rkey, uint64_t add);
+  static WorkRequest Cas(uint64_t wr_id, uint64_t* old_value, uint32_t lkey, uint64_t remote_addr,
+                         uint32_t rkey, uint64_t expected, uint64_t desired);
+  static WorkRequest Faa(uint64_t wr_id, uint64_t* old_value, uint32_t lkey, uint64_t remote_addr,
+                         uint32_t rkey, uint64_t add);
 };
 
 // A subset of ibv_wc_status.

@@ -6,8 +6,8 @@ namespace rkv::fabric {
 
 absl::Status CheckWorkRequest(const WorkRequest& wr, uint32_t max_inline_data) {
   const auto bad = [&](absl::string_view why) {
-    return absl::InvalidArgumentError(absl::StrCat("work request ", wr.wr_id, " (",
-                                                   OpcodeName(wr.opcode), "): ", why));
+    return absl::InvalidArgumentError(
+        absl::StrCat("work request ", wr.wr_id, " (", OpcodeName(wr.opcode), "): ", why));
   };
   switch (wr.opcode) {
     case Opcode::kRead:
@@ -32,8 +32,8 @@ absl::Status CheckWorkRequest(const WorkRequest& wr, uint32_t max_inline_data) {
   if (wr.flags & kInline) {
     if (wr.opcode != Opcode::kWrite) return bad("only WRITEs may be inline");
     if (wr.length > max_inline_data) {
-      return bad(absl::StrCat("inline length ", wr.length, " exceeds max_inline_data ",
-                              max_inline_data));
+      return bad(
+          absl::StrCat("inline length ", wr.length, " exceeds max_inline_data ", max_inline_data));
     }
   }
   return absl::OkStatus();

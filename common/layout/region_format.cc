@@ -1,9 +1,8 @@
 #include "common/layout/region_format.h"
 
-#include <atomic>
-
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstring>
 
 #include "absl/status/status.h"
@@ -57,8 +56,8 @@ uint32_t HeaderChecksum(const char* header) {
 absl::StatusOr<Layout> ComputeLayout(uint64_t region_bytes, double index_share,
                                      uint64_t generation) {
   if (!(index_share > 0 && index_share < 1)) {
-    return absl::InvalidArgumentError(absl::StrCat("index share ", index_share,
-                                                   " must lie strictly between 0 and 1"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("index share ", index_share, " must lie strictly between 0 and 1"));
   }
   if (region_bytes < kHeaderBytes + kGroupBytes + 4096) {
     return absl::InvalidArgumentError(
@@ -130,9 +129,8 @@ absl::StatusOr<Layout> ParseHeader(absl::string_view header, uint64_t region_byt
                     l.index_offset + l.groups * kGroupBytes <= l.heap_offset &&
                     l.heap_offset <= region_bytes && l.heap_bytes == region_bytes - l.heap_offset;
   if (!fits) {
-    return absl::DataLossError(
-        absl::StrCat("region header describes a layout that does not fit ", region_bytes,
-                     " bytes"));
+    return absl::DataLossError(absl::StrCat("region header describes a layout that does not fit ",
+                                            region_bytes, " bytes"));
   }
   return l;
 }

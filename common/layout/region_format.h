@@ -48,7 +48,7 @@ struct HeaderOffsets {
   static constexpr uint64_t kGroups = 40;
   static constexpr uint64_t kHeapOffset = 48;
   static constexpr uint64_t kHeapBytes = 56;
-  static constexpr uint64_t kChecksum = 64;  // CRC-32C of bytes [0, 64).
+  static constexpr uint64_t kChecksum = 64;     // CRC-32C of bytes [0, 64).
   static constexpr uint64_t kHeapCursor = 128;  // Bytes of heap handed out.
   static constexpr uint64_t kFreePools = 1024;  // 256 free-pool heads, one per size class.
 };
@@ -122,20 +122,24 @@ struct Slot {
 };
 
 inline constexpr uint64_t kPendingBit = 1;
-inline constexpr uint64_t kKilledBit = 2;
+// Marks a word: a pending word marked is killed, a committed word marked
+// is an intent.
+inline constexpr uint64_t kMarkBit = 2;
 inline constexpr uint64_t kDeleteBit = 4;
-inline constexpr uint64_t kStateBits = kPendingBit | kKilledBit | kDeleteBit;
+inline constexpr uint64_t kStateBits = kPendingBit | kMarkBit | kDeleteBit;
 // The committed form of a slot word, whatever its state: the identity of
 // the block it names.
 inline uint64_t CommittedOf(uint64_t word) { return word & ~kStateBits; }
 inline bool IsCommitted(uint64_t word) { return word != 0 && (word & kStateBits) == 0; }
-inline bool IsKilled(uint64_t word) { return (word & (kPendingBit | kKilledBit)) == (kPendingBit | kKilledBit); }
-inline uint64_t KilledOf(uint64_t word) { return CommittedOf(word) | kPendingBit | kKilledBit; }
+inline bool IsKilled(uint64_t word) {
+  return (word & (kPendingBit | kMarkBit)) == (kPendingBit | kMarkBit);
+}
+inline uint64_t KilledOf(uint64_t word) { return CommittedOf(word) | kPendingBit | kMarkBit; }
 // Intents (replicated regions): of a committed word to be set, or to be
 // deleted; and what the slot holds once the intent is done.
-inline bool IsIntent(uint64_t word) { return (word & (kPendingBit | kKilledBit)) == kKilledBit; }
-inline uint64_t IntentOf(uint64_t committed) { return committed | kKilledBit; }
-inline uint64_t DeleteIntentOf(uint64_t committed) { return committed | kKilledBit | kDeleteBit; }
+inline bool IsIntent(uint64_t word) { return (word & (kPendingBit | kMarkBit)) == kMarkBit; }
+inline uint64_t IntentOf(uint64_t committed) { return committed | kMarkBit; }
+inline uint64_t DeleteIntentOf(uint64_t committed) { return committed | kMarkBit | kDeleteBit; }
 inline uint64_t IntentTarget(uint64_t intent) {
   return (intent & kDeleteBit) != 0 ? 0 : CommittedOf(intent);
 }
@@ -253,7 +257,8 @@ template <typename F>
 void ForEachSlot(const Layout& l, F f) {
   for (uint64_t g = 0; g < l.groups; ++g) {
     for (uint64_t b = 0; b < kGroupBytes / kBucketBytes; ++b) {
-      for (uint64_t i = 1; i <= kSlotsPerBucket; ++i) f(l.group_offset(g) + b * kBucketBytes + 8 * i);
+      for (uint64_t i = 1; i <= kSlotsPerBucket; ++i)
+        f(l.group_offset(g) + b * kBucketBytes + 8 * i);
     }
   }
 }

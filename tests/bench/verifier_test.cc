@@ -1,7 +1,7 @@
 // --verify's rules: what a read may return given the writes around it.
 #include "bench/kvbench/verifier.h"
 
-#include "client/outcome.h"
+#include "client/protocol/outcome.h"
 #include "gtest/gtest.h"
 
 namespace rkv::bench {
@@ -107,7 +107,8 @@ absl::StatusOr<std::string> NotFound() { return absl::NotFoundError(""); }
 
 // One change of user1 from start to end, nothing overlapping it; what the
 // verifier says of the change's answer.
-absl::Status Do(Verifier& v, Change change, const absl::Status& result, uint64_t* version = nullptr) {
+absl::Status Do(Verifier& v, Change change, const absl::Status& result,
+                uint64_t* version = nullptr) {
   auto t = v.StartWrite(1, change);
   if (version != nullptr) *version = t.version;
   return v.FinishWrite(1, "user1", t, result);

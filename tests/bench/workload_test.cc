@@ -80,8 +80,8 @@ TEST(ZipfianTest, HotItemFrequenciesFollowTheory) {
   // held to the approximation itself, u(k+1) - u(k) with
   // u(k) = ((k/n)^(1-theta) - 1) / eta + 1, and loosely to theory.
   const double theta = 0.99, zetan = ZipfianGenerator::Zeta(kItems, theta);
-  const double eta = (1 - std::pow(2.0 / kItems, 1 - theta)) /
-                     (1 - ZipfianGenerator::Zeta(2, theta) / zetan);
+  const double eta =
+      (1 - std::pow(2.0 / kItems, 1 - theta)) / (1 - ZipfianGenerator::Zeta(2, theta) / zetan);
   auto u = [&](double k) { return (std::pow(k / kItems, 1 - theta) - 1) / eta + 1; };
   for (int64_t i = 0; i < 10; ++i) {
     const double got = counts[i] / double{kDraws};

@@ -98,10 +98,13 @@ class ClusterFixture : public ::testing::Test {
   void StartServer(const std::string& id) {
     // 32 MiB: room for the load of the replicated tests, which run it
     // across a dozen reconfigurations.
-    std::vector<std::string> argv = {
-        RKV_KVSERVER, "--id=" + id, "--coordinator=" + address_,
-        absl::StrCat("--token=", kClusterToken), "--fabric=soft", "--memory=32MiB",
-        "--region_file=" + dir_ + "/" + id + ".region"};
+    std::vector<std::string> argv = {RKV_KVSERVER,
+                                     "--id=" + id,
+                                     "--coordinator=" + address_,
+                                     absl::StrCat("--token=", kClusterToken),
+                                     "--fabric=soft",
+                                     "--memory=32MiB",
+                                     "--region_file=" + dir_ + "/" + id + ".region"};
     argv.insert(argv.end(), server_flags_.begin(), server_flags_.end());
     servers_[id] = std::make_unique<Process>(std::move(argv));
   }
@@ -172,7 +175,8 @@ class ClusterFixture : public ::testing::Test {
     for (int i = 1; i <= n; ++i) StartServer(absl::StrCat("s", i));
     ASSERT_TRUE(WaitForMap([n](const proto::ClusterMap& m) {
       return CountState(m, proto::SERVER_STATE_UP) == n;
-    })) << n << " servers did not come up";
+    })) << n
+        << " servers did not come up";
     ASSERT_TRUE(WaitForGroups(n / Replicas())) << "the replica groups do not serve";
   }
   void StartThree() { StartServers(3); }

@@ -326,9 +326,15 @@ void ClusterLinearizabilityTest::RunWithChanges(
       SetBudget(kOpsPerChange);
       in_flight_at_change.push_back(WaitForLoad());
       switch (change) {
-        case Change::kKill: RestartServer(id); break;
-        case Change::kKillLoseDisk: RestartServer(id, /*lose_region=*/true); break;
-        case Change::kLeave: LeaveAndRejoin(id); break;
+        case Change::kKill:
+          RestartServer(id);
+          break;
+        case Change::kKillLoseDisk:
+          RestartServer(id, /*lose_region=*/true);
+          break;
+        case Change::kLeave:
+          LeaveAndRejoin(id);
+          break;
       }
       if (HasFatalFailure()) break;
       changes_done++;

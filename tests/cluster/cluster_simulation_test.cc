@@ -1,11 +1,11 @@
 // A replicated cluster in one process on the deterministic fabric, over
-// many seeds: the coordinator's replica groups (server/replica_groups.h)
+// many seeds: the coordinator's replica groups (server/kvcoord/replica_groups.h)
 // reconfigure servers that are lost with their memory mid-load, come back
 // blank, are copied in live while clients work and then join; every
 // seed's history is checked for linearizability.
 //
 // The servers carry the coordinator's orders out as kvserver's agent does
-// (server/member_agent.cc: register, fence, settle and push, copy live,
+// (server/kvserver/member_agent.cc: register, fence, settle and push, copy live,
 // report), with direct calls instead of gRPC; the clients open a session on
 // their group's copies and open another when those change, as the cluster
 // client does. One thread runs everything, so a seed fixes the whole run.
@@ -16,14 +16,14 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "client/client_resources.h"
+#include "client/region/region_client.h"
 #include "common/fabric/faulty_fabric.h"
-#include "common/fabric/sim_network.h"
+#include "common/fabric/sim/sim_network.h"
 #include "common/logging.h"
 #include "common/random.h"
 #include "gtest/gtest.h"
-#include "server/region_server.h"
-#include "server/replica_groups.h"
+#include "server/kvcoord/replica_groups.h"
+#include "server/kvserver/region_server.h"
 #include "tests/linearizability/checker.h"
 #include "tests/linearizability/random_ops.h"
 
@@ -31,7 +31,6 @@ namespace rkv::testing {
 namespace {
 
 namespace lin = ::rkv::linearizability;
-
 
 struct Scenario {
   uint32_t replicas = 2;
@@ -80,7 +79,7 @@ struct Session {
 // A cluster client: a session on its group's copies, and the sessions of
 // earlier copies draining what they had in flight.
 struct SimClient {
-  ClientOptions options;  // Its sessions'.
+  client_internal::OpenOptions options;  // Its sessions'.
   std::shared_ptr<client_internal::ClientResources> resources;
   // Sessions are held by pointer: operations in flight count their
   // failures into them.
@@ -127,7 +126,8 @@ class ClusterSim {
   // the acknowledged writes.
   void MaybeLose(const Server* pushing);
   bool Holds(const Server& sv, uint64_t generation) const {
-    return sv.region != nullptr && sv.lineage <= generation && generation <= sv.region->generation();
+    return sv.region != nullptr && sv.lineage <= generation &&
+           generation <= sv.region->generation();
   }
 
   const Scenario s_;
@@ -246,8 +246,7 @@ void ClusterSim::RunPush(Server& sv, proto::PushOrder order) {
                                                     StepClients();
                                                     MaybeLose(&sv);
                                                   }};
-  absl::Status st =
-      order.live() ? absl::OkStatus() : sv.region->Settle(order.wipe());
+  absl::Status st = order.live() ? absl::OkStatus() : sv.region->Settle(order.wipe());
   for (size_t i = 0; i < targets.size() && st.ok(); ++i) {
     absl::StatusOr<uint64_t> sent = sv.region->Push(targets[i], hashes[i], control);
     if (!sent.ok()) {
@@ -279,8 +278,8 @@ void ClusterSim::MaybeLose(const Server* pushing) {
     bool held_elsewhere = g->serving_size() == 0;
     for (int i = 0; i < g->serving_size(); ++i) {
       for (const Server& other : servers_) {
-        held_elsewhere |= &other != &sv && other.id == g->serving(i) &&
-                          Holds(other, g->serving_generations(i));
+        held_elsewhere |=
+            &other != &sv && other.id == g->serving(i) && Holds(other, g->serving_generations(i));
       }
     }
     if (!held_elsewhere) return;
@@ -317,7 +316,7 @@ void ClusterSim::StepClients() {
       cl.draining.push_back(std::move(cl.session));
     }
     if (!cl.session && !copies.empty()) {
-      ClientOptions o = cl.options;
+      client_internal::OpenOptions o = cl.options;
       o.seed = net_->NextSeed();
       absl::StatusOr<std::unique_ptr<Client>> session =
           client_internal::OpenReplicatedSession(regions, o, {}, cl.resources);
@@ -330,8 +329,8 @@ void ClusterSim::StepClients() {
     }
     while (cl.session && cl.session->failed == 0 && cl.outstanding < s_.outstanding &&
            cl.issued < s_.ops_per_client) {
-      lin::IssueRandom(*cl.session->client, int(c), cl.issued++, rng_, s_.mix, rec_,
-                       cl.outstanding, [this, s = cl.session.get()](const absl::Status& st) {
+      lin::IssueRandom(*cl.session->client, int(c), cl.issued++, rng_, s_.mix, rec_, cl.outstanding,
+                       [this, s = cl.session.get()](const absl::Status& st) {
                          s->failed++;
                          failures_[st.code()]++;
                        });
@@ -350,7 +349,7 @@ bool ClusterSim::Run() {
     if (!Start(servers_[i])) return false;
   }
   for (int c = 0; c < s_.clients; ++c) {
-    ClientOptions o;
+    client_internal::OpenOptions o;
     o.fabric_kind = "soft";
     o.scratch_bytes = 3 << 20;
     o.cache_entries = 1024;
@@ -396,8 +395,8 @@ bool ClusterSim::Run() {
                     ", session ", cl.session ? cl.session->copies : "none", ", draining ",
                     cl.draining.size());
   }
-  ADD_FAILURE() << "the operations did not complete in " << kSpins << " spins; group: "
-                << (Group() ? Group()->ShortDebugString() : "none") << stuck;
+  ADD_FAILURE() << "the operations did not complete in " << kSpins
+                << " spins; group: " << (Group() ? Group()->ShortDebugString() : "none") << stuck;
   return false;
 }
 
@@ -465,10 +464,10 @@ void CheckSeeds(const Search& search) {
                 code == absl::StatusCode::kDeadlineExceeded)
         << n << " operations failed with " << absl::StatusCodeToString(code);
   }
-  std::cout << seeds << " seeds: " << ops << " operations checked linearizable (failed: "
-            << (failed.empty() ? "none" : failed) << "), " << losses
-            << " servers lost with their memory, " << live_copies << " live copies, "
-            << inconclusive << " seeds inconclusive\n";
+  std::cout << seeds << " seeds: " << ops
+            << " operations checked linearizable (failed: " << (failed.empty() ? "none" : failed)
+            << "), " << losses << " servers lost with their memory, " << live_copies
+            << " live copies, " << inconclusive << " seeds inconclusive\n";
 }
 
 // Small regions, and values of 600 bytes: the writes of a seed take the

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "client/cluster/cluster_client.h"
 #include "common/fabric/fabric.h"
 #include "common/fabric/faulty_fabric.h"
 #include "gtest/gtest.h"
@@ -68,9 +69,8 @@ TEST_F(ClusterTest, KilledServerIsMarkedDownAndRestartsWithItsKeys) {
   }
   servers_["s2"]->Kill(SIGKILL);
   const absl::Time killed = absl::Now();
-  ASSERT_TRUE(WaitForMap([](const proto::ClusterMap& m) {
-    return CountState(m, proto::SERVER_STATE_DOWN) == 1;
-  }));
+  ASSERT_TRUE(WaitForMap(
+      [](const proto::ClusterMap& m) { return CountState(m, proto::SERVER_STATE_DOWN) == 1; }));
   EXPECT_LT(absl::Now() - killed, absl::Milliseconds(3 * kLeaseMs));
   // Keys of s2 fail fast; the others are served as before.
   int unavailable = 0;
@@ -90,9 +90,8 @@ TEST_F(ClusterTest, KilledServerIsMarkedDownAndRestartsWithItsKeys) {
   // Back from its region file, with a new generation and rkey: every
   // acknowledged key reads its last value, through the same client.
   StartServer("s2");
-  ASSERT_TRUE(WaitForMap([](const proto::ClusterMap& m) {
-    return CountState(m, proto::SERVER_STATE_UP) == 3;
-  }));
+  ASSERT_TRUE(WaitForMap(
+      [](const proto::ClusterMap& m) { return CountState(m, proto::SERVER_STATE_UP) == 3; }));
   for (int i = 0; i < kKeys; ++i) {
     auto v = client->Get(absl::StrCat("k", i));
     ASSERT_TRUE(v.ok()) << "k" << i << ": " << v.status();
@@ -204,9 +203,8 @@ TEST_F(ClusterTest, ClientsFollowARestartedCoordinator) {
   const int port = port_;
   port_ = 0;
   StartCoordinator(port);
-  ASSERT_TRUE(WaitForMap([](const proto::ClusterMap& m) {
-    return CountState(m, proto::SERVER_STATE_UP) == 3;
-  }));
+  ASSERT_TRUE(WaitForMap(
+      [](const proto::ClusterMap& m) { return CountState(m, proto::SERVER_STATE_UP) == 3; }));
   // s2 comes back on another port (it listens on port 0).
   RestartServer("s2");
   // Within a few seconds the running client reads every key again.
@@ -225,12 +223,12 @@ TEST_F(ClusterTest, ClientsFollowARestartedCoordinator) {
 // or Unavailable, and an existing key's DELETE OK or Unavailable.
 TEST_F(ClusterTest, InsertAndDeleteAnswerNothingWrongWhenRequestsFail) {
   StartThree();
-  ClientOptions o;
+  client_internal::OpenOptions o;
   o.cluster_token = kToken;
   o.scratch_bytes = 4 << 20;
   o.fabric = fabric::InjectFaults(*fabric::OpenFabric({.kind = fabric::FabricKind::kSoft}),
                                   {.seed = 11, .fail_probability = 0.05});
-  auto flaky = Client::OpenCluster(address_, o);
+  auto flaky = client_internal::OpenCluster(address_, o);
   ASSERT_TRUE(flaky.ok()) << flaky.status();
   auto client = OpenClient();
   ASSERT_NE(client, nullptr);
@@ -261,9 +259,8 @@ TEST_F(ClusterTest, InsertAndDeleteAnswerNothingWrongWhenRequestsFail) {
 
 TEST_F(ClusterTest, UnauthenticatedAndMalformedCallsAreRejected) {
   StartServer("s1");
-  ASSERT_TRUE(WaitForMap([](const proto::ClusterMap& m) {
-    return CountState(m, proto::SERVER_STATE_UP) == 1;
-  }));
+  ASSERT_TRUE(WaitForMap(
+      [](const proto::ClusterMap& m) { return CountState(m, proto::SERVER_STATE_UP) == 1; }));
   // No token, wrong token.
   for (const std::string& token : {std::string(), std::string("wrong")}) {
     CoordinatorStub stub(address_, token);
@@ -401,7 +398,8 @@ TEST_F(ReplicatedClusterTest, ClientsKeepWorkingWhileASpareIsCopiedIn) {
   // ... on both copies: the survivor is lost in turn, and the copied-in
   // server serves every key alone.
   std::map<std::string, std::string> expected;
-  for (int i = 0; i < kKeys; ++i) expected[absl::StrCat("k", i)] = *client->Get(absl::StrCat("k", i));
+  for (int i = 0; i < kKeys; ++i)
+    expected[absl::StrCat("k", i)] = *client->Get(absl::StrCat("k", i));
   const std::string survivor = map.groups(0).members(0);
   servers_[survivor]->Kill(SIGKILL);
   ASSERT_TRUE(WaitForMap([&](const proto::ClusterMap& m) {

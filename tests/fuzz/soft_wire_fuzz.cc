@@ -3,7 +3,7 @@
 // to a frame that decodes the same.
 #include <cstring>
 
-#include "common/fabric/soft_wire.h"
+#include "common/fabric/soft/soft_wire.h"
 
 namespace w = rkv::fabric::wire;
 
@@ -16,19 +16,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (auto req = w::DecodeRequestHeader(in); req.ok()) {
     uint8_t out[w::kRequestHeaderBytes];
     w::EncodeRequestHeader(*req, out);
-    auto again = w::DecodeRequestHeader(
-        absl::string_view(reinterpret_cast<const char*>(out), sizeof(out)));
+    auto again =
+        w::DecodeRequestHeader(absl::string_view(reinterpret_cast<const char*>(out), sizeof(out)));
     if (!again.ok() || again->request.remote_addr != req->request.remote_addr ||
-        again->request.length != req->request.length ||
-        again->request.swap != req->request.swap) {
+        again->request.length != req->request.length || again->request.swap != req->request.swap) {
       __builtin_trap();
     }
   }
   if (auto resp = w::DecodeResponseHeader(in); resp.ok()) {
     uint8_t out[w::kResponseHeaderBytes];
     w::EncodeResponseHeader(*resp, out);
-    auto again = w::DecodeResponseHeader(
-        absl::string_view(reinterpret_cast<const char*>(out), sizeof(out)));
+    auto again =
+        w::DecodeResponseHeader(absl::string_view(reinterpret_cast<const char*>(out), sizeof(out)));
     if (!again.ok() || again->status != resp->status || again->length != resp->length ||
         again->value != resp->value) {
       __builtin_trap();

@@ -100,20 +100,28 @@ class KeySearch {
 
 const char* KindName(OpKind k) {
   switch (k) {
-    case OpKind::kGet: return "get";
-    case OpKind::kPut: return "put";
-    case OpKind::kInsert: return "insert";
-    case OpKind::kDelete: return "delete";
+    case OpKind::kGet:
+      return "get";
+    case OpKind::kPut:
+      return "put";
+    case OpKind::kInsert:
+      return "insert";
+    case OpKind::kDelete:
+      return "delete";
   }
   return "?";
 }
 
 const char* OutcomeName(Outcome o) {
   switch (o) {
-    case Outcome::kOk: return "ok";
-    case Outcome::kNotFound: return "not-found";
-    case Outcome::kAlreadyExists: return "already-exists";
-    case Outcome::kUnknown: return "unknown";
+    case Outcome::kOk:
+      return "ok";
+    case Outcome::kNotFound:
+      return "not-found";
+    case Outcome::kAlreadyExists:
+      return "already-exists";
+    case Outcome::kUnknown:
+      return "unknown";
   }
   return "?";
 }

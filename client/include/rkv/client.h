@@ -1,16 +1,27 @@
-// rkv client library: GET, PUT, INSERT and DELETE on a server's region with
-// one-sided RDMA only (READ, WRITE, CAS, FAA). No server CPU is involved.
+// rkv client library: GET, PUT, INSERT and DELETE on a cluster of rkv
+// servers with one-sided RDMA only (READ, WRITE, CAS, FAA). No server CPU
+// runs key-value logic.
 //
-//   auto client = rkv::Client::Open(address, options);
-//   client->Put("k", "v");
-//   absl::StatusOr<std::string> v = client->Get("k");
+//   rkv::ClientOptions options;
+//   options.cluster_token = token;  // The cluster's, if it has one.
+//   auto client = rkv::Client::OpenCluster("10.0.0.1:7000", options);
+//   if (!client.ok()) return client.status();
+//   absl::Status s = (*client)->Put("k", "v");
+//   absl::StatusOr<std::string> v = (*client)->Get("k");
 //
 // The asynchronous calls let one thread keep many operations in flight;
 // their requests share doorbells. Drive them with Poll(). A Client is used
 // by one thread at a time; open one per thread.
+//
+// This header is the library's whole public surface (librkv, CMake
+// `find_package(rkv)` and target `rkv::client`, or pkg-config `rkv`). It
+// needs C++20 and the Abseil that librkv was built with (absl::Status,
+// absl::StatusOr, absl::string_view, absl::Duration and absl::Time appear in
+// it): on Debian 12, libabsl-dev's.
 #ifndef RKV_CLIENT_INCLUDE_RKV_CLIENT_H_
 #define RKV_CLIENT_INCLUDE_RKV_CLIENT_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -21,15 +32,10 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
-namespace rkv {
+// What librkv exports: this header's declarations and nothing else.
+#define RKV_EXPORT __attribute__((visibility("default")))
 
-// The one-sided fabric (common/fabric in the source tree). An application
-// names it by kind; tests and programs that open their own pass it in.
-namespace fabric {
-class Fabric;
-struct RemoteRegion;
-struct QueuePairCounters;
-}  // namespace fabric
+namespace rkv {
 
 struct ClientOptions {
   // The fabric the client opens: "auto" (verbs when an RDMA device exists,
@@ -38,8 +44,6 @@ struct ClientOptions {
   // (ibv_devices lists them; empty: the first).
   std::string fabric_kind = "auto";
   std::string rdma_device;
-  // A fabric to use instead, which clients may share (it is thread-safe).
-  std::shared_ptr<fabric::Fabric> fabric;
   // The cluster token: sent to the coordinator and in fabric handshakes.
   std::string cluster_token;
   // Operations in flight at once; more are queued.
@@ -56,10 +60,7 @@ struct ClientOptions {
   uint64_t heap_chunk_bytes = 256 << 10;
   // Registered local memory for requests' buffers; at least 2 MiB + 4 KiB.
   uint64_t scratch_bytes = 8 << 20;
-  // Time source; tests on the deterministic fabric pass a simulated one.
-  std::function<absl::Time()> clock;
-  // Seeds the choice among free slots (0: a random seed). Runs on the
-  // deterministic fabric replay when it is fixed.
+  // Seeds the choice among free slots (0: a random seed).
   uint64_t seed = 0;
 };
 
@@ -75,25 +76,21 @@ struct OpCosts {
   uint64_t retries = 0;  // Restarts: torn or reused blocks, lost races.
 };
 
-class Client {
+class RKV_EXPORT Client {
  public:
   using GetCallback = std::function<void(absl::StatusOr<std::string>)>;
   using DoneCallback = std::function<void(absl::Status)>;
 
-  // Connects to one server's region and reads its header (the region's
-  // address comes from its server: common/fabric/types.h in the source
-  // tree). Keys up to 1 KiB; values up to 1 MiB.
-  static absl::StatusOr<std::unique_ptr<Client>> Open(const fabric::RemoteRegion& region,
-                                                      const ClientOptions& options = {});
-
-  // A client of a whole cluster: fetches and watches the coordinator's map,
-  // places each key on a server by rendezvous hashing of server ids (so
-  // every client agrees), connects to servers lazily, and after a failure
+  // A client of a whole cluster, whose coordinator is at `coordinator`
+  // (host:port): fetches and watches the coordinator's map, places each
+  // key on a replica group by rendezvous hashing of the group ids (so every
+  // client agrees), connects to servers lazily, and after a failure
   // refreshes the map and retries once where that is safe (a restarted
-  // server has a new rkey). Keys of a server that is down fail fast with
+  // server has a new rkey). Keys of a group that is down fail fast with
   // Unavailable. Its sessions with the servers share one fabric, one
   // scratch memory and one slot cache. Connects and map fetches run on
   // background threads: no asynchronous call waits on the network.
+  // Keys up to 1 KiB; values up to 1 MiB.
   static absl::StatusOr<std::unique_ptr<Client>> OpenCluster(const std::string& coordinator,
                                                              const ClientOptions& options = {});
   // Every operation's callback runs exactly once. Destroying a client runs
@@ -124,8 +121,7 @@ class Client {
   // others); reads run beside them.
   virtual void GetAsync(absl::string_view key, GetCallback done) = 0;
   virtual void PutAsync(absl::string_view key, absl::string_view value, DoneCallback done) = 0;
-  virtual void InsertAsync(absl::string_view key, absl::string_view value,
-                           DoneCallback done) = 0;
+  virtual void InsertAsync(absl::string_view key, absl::string_view value, DoneCallback done) = 0;
   virtual void DeleteAsync(absl::string_view key, DoneCallback done) = 0;
 
   // Posts what in-flight operations need (one doorbell per server for all
@@ -139,9 +135,8 @@ class Client {
   // return after it.
   virtual size_t in_flight() const = 0;
 
+  // What this client's operations of `type` have cost so far.
   virtual OpCosts costs(OpType type) const = 0;
-  // The connection's own counters: doorbells here count shared rounds once.
-  virtual fabric::QueuePairCounters connection_counters() const = 0;
 
  private:
   void Drain();

@@ -1,0 +1,213 @@
+// kvctl: look at and poke an rkv cluster.
+//
+//   kvctl status [--json]      servers, their state, region and usage, map epoch
+//   kvctl get KEY              prints the value (exit 1 if absent)
+//   kvctl put KEY VALUE
+//   kvctl del KEY
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "client/cluster/cluster_client.h"
+#include "common/cluster_token.h"
+#include "common/fabric/fabric_flags.h"
+#include "common/flags.h"
+#include "common/logging.h"
+#include "proto/coordinator_stub.h"
+#include "rkv/client.h"
+
+ABSL_FLAG(std::string, coordinator, rkv::kDefaultCoordinator,
+          "kvcoord's address (scripts/cluster.sh runs it here).");
+ABSL_FLAG(bool, json, false, "status: print one JSON object.");
+
+namespace {
+
+constexpr char kUsage[] =
+    "kvctl: inspect and use an rkv cluster.\n"
+    "Usage:\n"
+    "  kvctl status [--json]\n"
+    "  kvctl get KEY\n"
+    "  kvctl put KEY VALUE\n"
+    "  kvctl del KEY\n"
+    "(kvbench measures and verifies workloads.)\n"
+    "Common flags: --coordinator=HOST:PORT --token=T|--token_file=F --fabric=auto|verbs|soft";
+
+std::string JsonEscape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      out += absl::StrFormat("\\u%04x", c);
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+const char* GroupStateName(rkv::proto::GroupState s) {
+  switch (s) {
+    case rkv::proto::GROUP_STATE_SERVING:
+      return "serving";
+    case rkv::proto::GROUP_STATE_RECONFIGURING:
+      return "reconfiguring";
+    case rkv::proto::GROUP_STATE_LOST:
+      return "lost";
+    default:
+      return "unknown";
+  }
+}
+
+const char* StateName(rkv::proto::ServerState s) {
+  return s == rkv::proto::SERVER_STATE_UP ? "up" : "down";
+}
+
+int Status(rkv::CoordinatorStub& coord) {
+  rkv::proto::ClusterMap map;
+  if (absl::Status s = coord.GetClusterMap(&map); !s.ok()) {
+    std::cerr << "kvctl: " << s.message() << "\n";
+    return 1;
+  }
+  if (absl::GetFlag(FLAGS_json)) {
+    std::cout << "{\"epoch\": " << map.epoch() << ", \"lease_ms\": " << map.lease_ms()
+              << ", \"servers\": [";
+    for (int i = 0; i < map.servers_size(); ++i) {
+      const auto& s = map.servers(i);
+      std::cout << (i ? ", " : "") << "{\"id\": \"" << JsonEscape(s.id()) << "\", \"state\": \""
+                << StateName(s.state()) << "\", \"fabric\": \"" << s.region().endpoint().kind()
+                << "\", \"address\": \"" << JsonEscape(s.region().endpoint().address())
+                << "\", \"region_bytes\": " << s.region().length()
+                << ", \"generation\": " << s.region().generation()
+                << ", \"slots_total\": " << s.stats().slots_total()
+                << ", \"slots_used\": " << s.stats().slots_used()
+                << ", \"heap_bytes\": " << s.stats().heap_bytes()
+                << ", \"heap_used\": " << s.stats().heap_used()
+                << ", \"last_heard_ms\": " << s.last_heard_ms() << "}";
+    }
+    std::cout << "], \"replicas\": " << std::max<uint32_t>(1, map.replicas()) << ", \"groups\": [";
+    for (int i = 0; i < map.groups_size(); ++i) {
+      const auto& g = map.groups(i);
+      std::cout << (i ? ", " : "") << "{\"id\": \"" << JsonEscape(g.id()) << "\", \"state\": \""
+                << GroupStateName(g.state()) << "\", \"copies\": " << g.members_size()
+                << ", \"config\": " << g.config() << ", \"members\": [";
+      for (int m = 0; m < g.members_size(); ++m) {
+        std::cout << (m ? ", " : "") << "\"" << JsonEscape(g.members(m)) << "\"";
+      }
+      std::cout << "], \"copying\": [";
+      for (int m = 0; m < g.copying_size(); ++m) {
+        std::cout << (m ? ", " : "") << "\"" << JsonEscape(g.copying(m)) << "\"";
+      }
+      std::cout << "], \"copied_bytes\": " << g.copied_bytes()
+                << ", \"copy_bytes\": " << g.copy_bytes() << "}";
+    }
+    std::cout << "]}\n";
+    return 0;
+  }
+  std::cout << absl::StrFormat("cluster map epoch %d, lease %d ms, %d servers\n\n", map.epoch(),
+                               map.lease_ms(), map.servers_size());
+  std::cout << absl::StrFormat("%-12s %-5s %-6s %-22s %8s %19s %15s %10s\n", "ID", "STATE",
+                               "FABRIC", "ADDRESS", "REGION", "SLOTS USED", "HEAP USED",
+                               "LAST SEEN");
+  for (const auto& s : map.servers()) {
+    const auto& st = s.stats();
+    std::cout << absl::StrFormat(
+        "%-12s %-5s %-6s %-22s %8s %19s %15s %8dms\n", s.id(), StateName(s.state()),
+        s.region().endpoint().kind(), s.region().endpoint().address(),
+        absl::StrCat(s.region().length() >> 20, " MiB"),
+        absl::StrCat(st.slots_used(), "/", st.slots_total()),
+        absl::StrCat(st.heap_used() >> 20, "/", st.heap_bytes() >> 20, " MiB"), s.last_heard_ms());
+  }
+  const uint32_t replicas = std::max<uint32_t>(1, map.replicas());
+  if (replicas == 1) return 0;
+  // Replica groups: each key lives on one group, in `replicas` copies.
+  std::cout << absl::StrFormat("\n%d copies of every key; %d replica groups\n\n", replicas,
+                               map.groups_size());
+  std::cout << absl::StrFormat("%-8s %-14s %6s  %-30s %s\n", "GROUP", "STATE", "CONFIG",
+                               "MEMBERS (PRIMARY FIRST)", "COPY");
+  for (const auto& g : map.groups()) {
+    std::string copy;
+    const std::string progress =
+        g.copy_bytes() == 0
+            ? ""
+            : absl::StrFormat("%d/%d MiB (%d%%)", g.copied_bytes() >> 20, g.copy_bytes() >> 20,
+                              100 * g.copied_bytes() / g.copy_bytes());
+    if (g.state() == rkv::proto::GROUP_STATE_RECONFIGURING) {
+      copy = progress.empty() ? "fencing" : progress;
+      if (!g.joining().empty())
+        absl::StrAppend(&copy, ", joining: ", absl::StrJoin(g.joining(), ","));
+    } else if (!g.copying().empty()) {
+      copy = absl::StrCat("copying ", absl::StrJoin(g.copying(), ","), " in while serving",
+                          progress.empty() ? "" : ": " + progress);
+    } else if (g.members_size() < static_cast<int>(replicas)) {
+      copy =
+          absl::StrCat(g.members_size(), " of ", replicas, " copies: waiting for a spare server");
+    }
+    std::cout << absl::StrFormat("%-8s %-14s %6d  %-30s %s\n", g.id(), GroupStateName(g.state()),
+                                 g.config(), absl::StrJoin(g.members(), ","), copy);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<char*> args = rkv::ParseFlags(argc, argv, kUsage);
+  const std::string cmd = args.size() > 1 ? args[1] : "";
+  // Quiet unless asked: the output is for people and scripts.
+  if (std::getenv("RKV_LOG_LEVEL") == nullptr) rkv::SetMinLogSeverity(rkv::LogSeverity::kWarning);
+  const char* cluster_dir = std::getenv("RKV_CLUSTER_DIR");
+  auto token = rkv::ClusterTokenFromFlags(
+      absl::StrCat(cluster_dir ? cluster_dir : "/tmp/rkv-cluster", "/token"));
+  if (!token.ok()) {
+    std::cerr << "kvctl: " << token.status().message() << "\n";
+    return 2;
+  }
+  const std::string coordinator = absl::GetFlag(FLAGS_coordinator);
+  if (cmd == "status" && args.size() == 2) {
+    rkv::CoordinatorStub coord(coordinator, *token);
+    return Status(coord);
+  }
+  const bool get = cmd == "get" && args.size() == 3;
+  const bool put = cmd == "put" && args.size() == 4;
+  const bool del = cmd == "del" && args.size() == 3;
+  if (!get && !put && !del) {
+    std::cerr << kUsage << "\n";
+    return 2;
+  }
+  auto fabric = rkv::fabric::OpenFabricFromFlags();
+  if (!fabric.ok()) {
+    std::cerr << "kvctl: " << fabric.status().message() << "\n";
+    return 2;
+  }
+  rkv::client_internal::OpenOptions options;
+  options.fabric = std::move(fabric).value();
+  options.cluster_token = *token;
+  options.scratch_bytes = 4 << 20;
+  auto client = rkv::client_internal::OpenCluster(coordinator, options);
+  if (!client.ok()) {
+    std::cerr << "kvctl: " << client.status().message() << "\n";
+    return 1;
+  }
+  absl::Status s;
+  if (get) {
+    absl::StatusOr<std::string> v = (*client)->Get(args[2]);
+    if (v.ok()) std::cout << *v << "\n";
+    s = v.status();
+  } else if (put) {
+    s = (*client)->Put(args[2], args[3]);
+  } else {
+    s = (*client)->Delete(args[2]);
+  }
+  if (!s.ok()) {
+    std::cerr << "kvctl: " << s.message() << "\n";
+    return absl::IsNotFound(s) ? 1 : 3;
+  }
+  return 0;
+}

@@ -1,0 +1,69 @@
+// Client-side allocation of KV blocks in a server's heap. Chunks come from
+// the server with one FAA on the region's heap cursor; blocks are carved
+// from them by size class. When the cursor has run out, blocks come from
+// the region's free pool, where closing clients leave theirs. A freed block waits out the grace
+// period before reuse, so that no reader that could still trust it sees it
+// change.
+#ifndef RKV_CLIENT_SESSION_HEAP_ALLOCATOR_H_
+#define RKV_CLIENT_SESSION_HEAP_ALLOCATOR_H_
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "client/session/ring_deque.h"
+#include "common/layout/region_format.h"
+
+namespace rkv::client_internal {
+
+class HeapAllocator {
+ public:
+  HeapAllocator(const layout::Layout& layout, uint64_t chunk_bytes, absl::Duration grace);
+
+  // A block of `size_class`, as a region offset; 0 when a new chunk is
+  // needed first (see ChunkRequestBytes / AddChunk).
+  uint64_t Allocate(uint8_t size_class, absl::Time now);
+  // Bytes to FAA from the heap cursor so that Allocate(size_class) succeeds.
+  uint64_t ChunkRequestBytes(uint8_t size_class) const;
+  // Records the FAA's result: the cursor value before it. ResourceExhausted
+  // when the heap cannot hold the chunk.
+  bool AddChunk(uint64_t old_cursor, uint64_t bytes);
+  // Returns a block; reusable from `unlinked_at + grace`.
+  void Free(uint64_t offset, uint8_t size_class, absl::Time unlinked_at);
+  // Returns a block nobody has ever seen (never published): reusable now.
+  void FreeUnpublished(uint64_t offset, uint8_t size_class);
+  // Blocks taken from the region's free pool: reusable now.
+  void AddRecycled(uint8_t size_class, const std::vector<uint64_t>& blocks);
+
+  // Empties the allocator for handing its blocks back to the region when
+  // the client closes: the free lists, and the rest of the current chunk
+  // cut into blocks of the class last allocated. Blocks reusable by
+  // `before` go into `out` by class; the rest stay.
+  void TakeFree(absl::Time before, std::array<std::vector<uint64_t>, 256>* out);
+  // When every block on the free lists is reusable.
+  absl::Time AllReusableAt() const;
+
+ private:
+  struct Freed {
+    uint64_t offset = 0;
+    absl::Time reusable_at;
+  };
+  const layout::Layout layout_;
+  const uint64_t chunk_bytes_;
+  const absl::Duration grace_;
+  struct Chunk {
+    uint64_t next;  // Region offsets.
+    uint64_t end;
+  };
+  // Chunks with room left. Operations in flight together may each take a
+  // chunk; every one is used, not just the last.
+  std::vector<Chunk> chunks_;
+  uint8_t last_class_ = 0;
+  // By size class; a ring, as every write frees one block and takes one.
+  std::array<RingDeque<Freed>, 256> free_;
+};
+
+}  // namespace rkv::client_internal
+
+#endif  // RKV_CLIENT_SESSION_HEAP_ALLOCATOR_H_

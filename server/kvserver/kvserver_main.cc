@@ -1,0 +1,107 @@
+// kvserver: an rkv storage node. Lays out one region (in a file, if asked,
+// so that a restart keeps every key), registers it with the fabric, joins
+// the cluster at the coordinator and renews its lease. Then it stays out of
+// the way: clients reach the region with one-sided RDMA only.
+#include <csignal>
+#include <iostream>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "common/cluster_token.h"
+#include "common/fabric/fabric_flags.h"
+#include "common/file_limit.h"
+#include "common/flags.h"
+#include "common/logging.h"
+#include "proto/coordinator_stub.h"
+#include "server/kvserver/member_agent.h"
+#include "server/kvserver/region_server.h"
+
+ABSL_FLAG(std::string, coordinator, rkv::kDefaultCoordinator, "kvcoord's gRPC address.");
+ABSL_FLAG(std::string, listen, "127.0.0.1:0",
+          "Address the fabric listens on for clients' queue pairs (port 0: any free).");
+ABSL_FLAG(std::string, memory, "64MiB",
+          "Region size (index and heap), e.g. 256MiB or 4GiB. With an existing "
+          "--region_file it must match the file's size.");
+ABSL_FLAG(double, index_share, 0.25, "Share of the region given to the hash index.");
+ABSL_FLAG(std::string, region_file, "",
+          "Keep the region in this file (shared mapping): a restart serves every key "
+          "stored before, even after kill -9. Empty: memory only, lost on exit.");
+ABSL_FLAG(std::string, id, "", "This server's id, stable across restarts (it places keys).");
+ABSL_FLAG(uint32_t, soft_threads, 0,
+          "Soft fabric: threads of the virtual NIC that execute clients' requests, each an "
+          "event loop serving its share of the queue pairs (0: min(hardware threads, 4)).");
+
+ABSL_FLAG(std::string, copy_rate, "0",
+          "Replicated clusters: a ceiling per second on the bytes this server sends when it "
+          "copies its region to a spare while clients keep working (e.g. 200MiB), so that "
+          "the copy leaves them the network; 0: no ceiling. Copies made while its group is "
+          "paused go at full speed.");
+
+namespace {
+
+volatile std::sig_atomic_t g_stop = 0;
+
+int Fail(const absl::Status& s) {
+  std::cerr << "kvserver: " << s.message() << "\n";
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  rkv::ParseFlags(
+      argc, argv,
+      "kvserver: an rkv storage node.\n"
+      "Usage: kvserver --id=NAME [--coordinator=HOST:PORT] [--fabric=auto|verbs|soft]\n"
+      "                [--memory=64MiB] [--region_file=PATH] [--token=T|--token_file=F]\n"
+      "                [--soft_threads=N] [--soft_busy_poll=50us] [--copy_rate=200MiB]");
+  if (absl::Status s = rkv::EnsureFileLimit(256); !s.ok()) {
+    std::cerr << "kvserver: " << s.message() << "\n";
+    return 1;
+  }
+  const std::string id = absl::GetFlag(FLAGS_id);
+  if (id.empty()) {
+    std::cerr << "kvserver: --id is required (a name stable across restarts)\n";
+    return 2;
+  }
+  auto token = rkv::ClusterTokenFromFlags();
+  auto fabric_options = rkv::fabric::FabricOptionsFromFlags();
+  auto bytes = rkv::ParseByteSize(absl::GetFlag(FLAGS_memory));
+  auto copy_rate = rkv::ParseByteSize(absl::GetFlag(FLAGS_copy_rate));
+  for (const absl::Status& s :
+       {token.status(), fabric_options.status(), bytes.status(), copy_rate.status()}) {
+    if (!s.ok()) {
+      std::cerr << "kvserver: " << s.message() << "\n";
+      return 2;
+    }
+  }
+  auto fabric = rkv::fabric::OpenFabric(*fabric_options);
+  if (!fabric.ok()) return Fail(fabric.status());
+
+  rkv::server::RegionServerOptions ro;
+  ro.region_bytes = *bytes;
+  ro.index_share = absl::GetFlag(FLAGS_index_share);
+  ro.listen_address = absl::GetFlag(FLAGS_listen);
+  ro.token = *token;
+  ro.soft_threads = absl::GetFlag(FLAGS_soft_threads);
+  ro.region_file = absl::GetFlag(FLAGS_region_file);
+  ro.generation = static_cast<uint64_t>(absl::ToUnixMillis(absl::Now()));
+  auto region = rkv::server::RegionServer::Create(**fabric, ro);
+  if (!region.ok()) return Fail(region.status());
+  const rkv::fabric::RemoteRegion addr = (*region)->address();
+  RKV_LOG(INFO) << "kvserver " << id << ": " << ((*region)->recovered() ? "recovered" : "new")
+                << " region of " << ((*region)->layout().region_bytes >> 20) << " MiB"
+                << (ro.region_file.empty() ? "" : " in " + ro.region_file) << ", "
+                << rkv::fabric::FabricKindName((*fabric)->kind()) << " fabric on "
+                << addr.endpoint.address << ", generation " << (*region)->generation();
+
+  std::signal(SIGINT, [](int) { g_stop = 1; });
+  std::signal(SIGTERM, [](int) { g_stop = 1; });
+  rkv::CoordinatorStub coord(absl::GetFlag(FLAGS_coordinator), *token);
+  rkv::server::MemberAgent agent(id, rkv::fabric::FabricKindName((*fabric)->kind()), **region,
+                                 coord, *copy_rate);
+  if (absl::Status s = agent.Run(&g_stop); !s.ok()) return Fail(s);
+  RKV_LOG(INFO) << "kvserver " << id << " stopping";
+  if (absl::Status s = (*region)->Flush(); !s.ok()) return Fail(s);
+  return 0;
+}

@@ -1,0 +1,349 @@
+#include "server/kvserver/region_server.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/fabric/remote_op.h"
+#include "common/hash.h"
+#include "common/logging.h"
+#include "common/socket.h"
+#include "common/status.h"
+#include "server/kvserver/replica_takeover.h"
+
+namespace rkv::server {
+
+absl::Status RegionServer::MapFile(const RegionServerOptions& o) {
+  const std::string& path = o.region_file;
+  file_backed_ = true;
+  Fd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
+  if (fd.valid()) {
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0) return ErrnoToStatus(errno, absl::StrCat("stat ", path));
+    const uint64_t size = static_cast<uint64_t>(st.st_size);
+    if (size < layout::kHeaderBytes) {
+      return absl::DataLossError(absl::StrCat("refusing region file ", path, ": ", size,
+                                              " bytes is too short for a region (truncated?)"));
+    }
+    void* mem = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+    if (mem == MAP_FAILED) return ErrnoToStatus(errno, absl::StrCat("mmap ", path));
+    memory_ = static_cast<uint8_t*>(mem);
+    mapped_bytes_ = size;
+    absl::StatusOr<layout::Layout> l = layout::ParseHeader(
+        absl::string_view(reinterpret_cast<char*>(memory_), layout::kHeaderBytes), size);
+    if (!l.ok()) {
+      return absl::Status(l.status().code(),
+                          absl::StrCat("refusing region file ", path, ": ", l.status().message()));
+    }
+    if (o.region_bytes != 0 && o.region_bytes != size) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("region file ", path, " holds a region of ", size, " bytes, not the ",
+                       o.region_bytes, " asked for; drop the size flag to use the file as it is"));
+    }
+    layout_ = *l;
+    previous_generation_ = l->generation;
+    // A new generation: clients holding the old rkey must refresh.
+    layout_.generation = std::max(l->generation + 1, o.generation);
+    layout::SetGeneration(memory_, layout_.generation);
+    recovered_ = true;
+    return absl::OkStatus();
+  }
+  if (errno != ENOENT) return ErrnoToStatus(errno, absl::StrCat("open ", path));
+  if (o.region_bytes == 0) return absl::InvalidArgumentError("a new region needs a size");
+  RKV_ASSIGN_OR_RETURN(layout_, layout::ComputeLayout(o.region_bytes, o.index_share, o.generation));
+  fd = Fd(::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  if (!fd.valid()) return ErrnoToStatus(errno, absl::StrCat("create ", path));
+  // Allocate the blocks now: a full disk shows up here, not as SIGBUS later.
+  if (int err = ::posix_fallocate(fd.get(), 0, static_cast<off_t>(o.region_bytes)); err != 0) {
+    ::unlink(path.c_str());
+    return ErrnoToStatus(err, absl::StrCat("allocate ", o.region_bytes, " bytes for ", path));
+  }
+  void* mem = ::mmap(nullptr, o.region_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+  if (mem == MAP_FAILED) return ErrnoToStatus(errno, absl::StrCat("mmap ", path));
+  memory_ = static_cast<uint8_t*>(mem);
+  mapped_bytes_ = o.region_bytes;
+  layout::InitRegion(memory_, layout_);
+  return Flush();
+}
+
+absl::StatusOr<std::unique_ptr<RegionServer>> RegionServer::Create(
+    fabric::Fabric& fabric, const RegionServerOptions& options) {
+  std::unique_ptr<RegionServer> s(new RegionServer(fabric));
+  s->token_ = options.token;
+  if (!options.region_file.empty()) {
+    RKV_RETURN_IF_ERROR(s->MapFile(options));
+  } else {
+    RKV_ASSIGN_OR_RETURN(
+        s->layout_,
+        layout::ComputeLayout(options.region_bytes, options.index_share, options.generation));
+    void* mem = ::mmap(nullptr, options.region_bytes, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) {
+      return ErrnoToStatus(errno, absl::StrCat("mmap of a ", options.region_bytes, "-byte region"));
+    }
+    s->memory_ = static_cast<uint8_t*>(mem);
+    s->mapped_bytes_ = options.region_bytes;
+    layout::InitRegion(s->memory_, s->layout_);
+  }
+  RKV_ASSIGN_OR_RETURN(s->region_,
+                       fabric.RegisterMemory(s->memory_, s->mapped_bytes_, fabric::kAllAccess));
+  RKV_ASSIGN_OR_RETURN(
+      s->listener_, fabric.Listen({options.listen_address, options.token, options.soft_threads}));
+  return s;
+}
+
+RegionServer::~RegionServer() {
+  listener_.reset();  // No peer touches the memory once these are gone.
+  region_.reset();
+  if (memory_ != nullptr) {
+    (void)Flush();
+    ::munmap(memory_, mapped_bytes_);
+  }
+}
+
+absl::Status RegionServer::Flush() {
+  if (memory_ == nullptr || !file_backed_) return absl::OkStatus();
+  if (::msync(memory_, mapped_bytes_, MS_SYNC) != 0 && errno != ENOMEM) {
+    return ErrnoToStatus(errno, "msync of the region file");
+  }
+  return absl::OkStatus();
+}
+
+RegionStats RegionServer::Stats() const {
+  RegionStats st;
+  st.slots_total = layout_.slots();
+  st.heap_bytes = layout_.heap_bytes;
+  // Peers change these words concurrently: read them as the NIC does.
+  layout::ForEachSlot(layout_, [&](uint64_t offset) {
+    auto* word = reinterpret_cast<uint64_t*>(memory_ + offset);
+    if (layout::IsCommitted(std::atomic_ref<uint64_t>(*word).load(std::memory_order_relaxed))) {
+      st.slots_used++;
+    }
+  });
+  auto* cursor = reinterpret_cast<uint64_t*>(memory_ + layout::HeaderOffsets::kHeapCursor);
+  st.heap_used = std::min(std::atomic_ref<uint64_t>(*cursor).load(std::memory_order_relaxed),
+                          layout_.heap_bytes);
+  return st;
+}
+
+absl::Status RegionServer::Fence(uint64_t generation) {
+  // The old registration goes first: its rkey is refused from here on,
+  // however long the new registration takes (and the memory is never
+  // pinned twice).
+  region_.reset();
+  previous_generation_ = layout_.generation;
+  RKV_ASSIGN_OR_RETURN(region_,
+                       fabric_->RegisterMemory(memory_, mapped_bytes_, fabric::kAllAccess));
+  layout_.generation = generation;
+  layout::SetGeneration(memory_, generation);
+  return absl::OkStatus();
+}
+
+void RegionServer::StopServing() {
+  listener_.reset();
+  region_.reset();
+}
+
+absl::Status RegionServer::Settle(bool wipe) {
+  if (wipe) {
+    // A blank index, cursor and free pool, with word stores: the memory is
+    // served again afterwards, read by the NIC's word loads.
+    for (uint64_t off = layout::HeaderOffsets::kHeapCursor; off < layout_.heap_offset; off += 8) {
+      std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(memory_ + off))
+          .store(0, std::memory_order_relaxed);
+    }
+  }
+  uint8_t* const copies[] = {memory_};
+  absl::StatusOr<TakeoverStats> settled = TakeOver(copies, layout_);
+  if (!settled.ok()) return settled.status();
+  RKV_LOG(INFO) << "settled: " << settled->slots_changed << " slots changed, heap cursor at "
+                << settled->heap_cursor << ", " << settled->pooled_bytes
+                << " bytes below it reclaimed into the free pool";
+  return absl::OkStatus();
+}
+
+uint64_t RegionServer::PushBytes() const {
+  return layout_.region_bytes - layout::HeaderOffsets::kHeapCursor;
+}
+
+uint64_t RegionServer::PushChunkBytes() const {
+  // Small enough that a push after a live copy sends little more than what
+  // changed, few enough that their hashes fit a registration (16 Ki of
+  // them at most below 128 GiB).
+  return std::clamp<uint64_t>(std::bit_ceil(PushBytes() / 16384), 64 << 10, 8 << 20);
+}
+
+std::vector<RegionServer::Chunk> RegionServer::PushChunks() const {
+  const uint64_t chunk = PushChunkBytes();
+  // The heap goes first, then the index, then the header's cursor and free
+  // pool, each range landed before the next is sent: a push cut short
+  // leaves no slot naming a block it has not written (a target's own slots
+  // name blocks that hold the same bytes here, unless this copy's slot
+  // moved on to a write the target never saw, whose replaced block nobody
+  // freed).
+  const uint64_t ranges[][2] = {
+      {layout_.heap_offset, layout_.region_bytes},
+      {layout_.index_offset, layout_.heap_offset},
+      {layout::HeaderOffsets::kHeapCursor, layout_.index_offset},
+  };
+  std::vector<Chunk> chunks;
+  for (const auto& [from, to] : ranges) {
+    for (uint64_t at = from; at < to; at += chunk) {
+      chunks.push_back({at, static_cast<uint32_t>(std::min(chunk, to - at)), at == from});
+    }
+  }
+  return chunks;
+}
+
+std::vector<uint64_t> RegionServer::ChunkHashes() const {
+  // A pusher's WRITEs land in this memory soon after, ordered with these
+  // reads only through other processes: read it the way the NIC does, word
+  // by word, into a private copy.
+  std::vector<uint64_t> hashes;
+  std::vector<uint8_t> copy;
+  for (const Chunk& c : PushChunks()) {
+    copy.resize(c.length);
+    fabric::CopyFromShared(copy.data(), memory_ + c.offset, c.length);
+    hashes.push_back(
+        XXH64(absl::string_view(reinterpret_cast<const char*>(copy.data()), c.length)));
+  }
+  return hashes;
+}
+
+absl::Status RegionServer::CheckTarget(fabric::QueuePair& qp, const fabric::RemoteRegion& t,
+                                       uint8_t* buffer, uint32_t lkey) {
+  const fabric::WorkRequest read =
+      fabric::WorkRequest::Read(0, buffer, layout::kHeaderBytes, lkey, t.base, t.rkey);
+  RKV_RETURN_IF_ERROR(qp.Post({&read, 1}));
+  fabric::Completion c;
+  if (qp.Wait({&c, 1}, absl::Seconds(10)) == 0) {
+    return absl::DeadlineExceededError("the target's header did not come in 10 s");
+  }
+  if (c.status != fabric::CompletionStatus::kSuccess) {
+    return absl::UnavailableError(
+        absl::StrCat("reading the target's header: ", fabric::CompletionStatusName(c.status)));
+  }
+  absl::StatusOr<layout::Layout> theirs = layout::ParseHeader(
+      absl::string_view(reinterpret_cast<const char*>(buffer), layout::kHeaderBytes), t.length);
+  if (!theirs.ok()) return theirs.status();
+  if (!layout::SameGeometry(*theirs, layout_)) {
+    return absl::FailedPreconditionError(
+        "the target's region has another geometry (index share) than this one's");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> RegionServer::Push(const fabric::RemoteRegion& t,
+                                            absl::Span<const uint64_t> target_hashes,
+                                            const PushControl& control) {
+  if (t.length != layout_.region_bytes) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("target region of ", t.length, " bytes; this one has ", layout_.region_bytes));
+  }
+  const std::vector<Chunk> chunks = PushChunks();
+  if (!target_hashes.empty() && target_hashes.size() != chunks.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("the target sent ", target_hashes.size(),
+                                                   " chunk hashes; this region has ",
+                                                   chunks.size()));
+  }
+  // Chunks go out of a staging buffer, copied with word loads: serving,
+  // the region changes under the copy (a torn chunk is sent again when the
+  // spare joins), and a chunk's hash must be that of the bytes sent.
+  const uint32_t chunk_bytes = static_cast<uint32_t>(PushChunkBytes());
+  const int window = std::clamp<int>(static_cast<int>((16u << 20) / chunk_bytes), 2, 64);
+  const size_t staging_bytes = std::max<size_t>(size_t{chunk_bytes} * window, layout::kHeaderBytes);
+  std::unique_ptr<uint8_t[]> staging(new uint8_t[staging_bytes]);
+  RKV_ASSIGN_OR_RETURN(std::unique_ptr<fabric::MemoryRegion> mr,
+                       fabric_->RegisterMemory(staging.get(), staging_bytes, fabric::kLocalWrite));
+  // The queue pair goes before the memory its requests use.
+  fabric::Endpoint endpoint = t.endpoint;
+  if (endpoint.token.empty()) endpoint.token = token_;
+  RKV_ASSIGN_OR_RETURN(std::unique_ptr<fabric::QueuePair> qp, fabric_->Connect(endpoint));
+  RKV_RETURN_IF_ERROR(CheckTarget(*qp, t, staging.get(), mr->lkey()));
+
+  std::vector<int> free_slots;
+  for (int i = window - 1; i >= 0; --i) free_slots.push_back(i);
+  std::vector<uint32_t> lengths(window);
+  fabric::Completion cs[64];
+  const absl::Time start = absl::Now();
+  absl::Time heard = start;
+  uint64_t sent = 0;
+  size_t next = 0;
+  std::vector<fabric::WorkRequest> batch;
+  while (next < chunks.size() || free_slots.size() < size_t(window)) {
+    const int in_flight = window - static_cast<int>(free_slots.size());
+    if (control.cancel->load()) {
+      // Nothing may still be landing once we return: drain what is posted.
+      for (int left = in_flight; left > 0 && absl::Now() - heard < absl::Seconds(10);) {
+        const size_t got = qp->Wait(absl::MakeSpan(cs), absl::Milliseconds(100));
+        if (got > 0) heard = absl::Now();
+        left -= static_cast<int>(got);
+      }
+      return absl::CancelledError("push cancelled");
+    }
+    batch.clear();
+    while (!free_slots.empty() && next < chunks.size() && !control.cancel->load()) {
+      const Chunk& c = chunks[next];
+      if (c.starts_range && free_slots.size() < size_t(window))
+        break;  // The last range lands first.
+      if (control.bytes_per_second > 0 &&
+          absl::Now() < start + absl::Seconds(double(sent) / control.bytes_per_second)) {
+        break;  // Over the ceiling: wait for completions, or a while.
+      }
+      const int slot = free_slots.back();
+      uint8_t* const stage = staging.get() + static_cast<size_t>(slot) * chunk_bytes;
+      fabric::CopyFromShared(stage, memory_ + c.offset, c.length);
+      next++;
+      if (!target_hashes.empty() && XXH64(absl::string_view(reinterpret_cast<const char*>(stage),
+                                                            c.length)) == target_hashes[next - 1]) {
+        control.copied->fetch_add(c.length, std::memory_order_relaxed);
+        continue;  // The target holds these bytes already.
+      }
+      free_slots.pop_back();
+      lengths[slot] = c.length;
+      sent += c.length;
+      batch.push_back(
+          fabric::WorkRequest::Write(slot, stage, c.length, mr->lkey(), t.base + c.offset, t.rkey));
+    }
+    if (!batch.empty()) RKV_RETURN_IF_ERROR(qp->Post(batch));
+    if (free_slots.size() == size_t(window)) {
+      // Nothing in flight: only the rate ceiling holds the next chunk back.
+      if (next < chunks.size() && !control.cancel->load()) absl::SleepFor(absl::Milliseconds(5));
+      heard = absl::Now();
+      continue;
+    }
+    if (control.while_waiting) control.while_waiting();
+    const size_t got = qp->Wait(absl::MakeSpan(cs), absl::Milliseconds(100));
+    if (got == 0) {
+      if (absl::Now() - heard > absl::Seconds(10)) {
+        return absl::DeadlineExceededError("no completion from the target in 10 s");
+      }
+      continue;
+    }
+    heard = absl::Now();
+    for (size_t i = 0; i < got; ++i) {
+      if (cs[i].status != fabric::CompletionStatus::kSuccess) {
+        return absl::UnavailableError(
+            absl::StrCat("writing the copy: ", fabric::CompletionStatusName(cs[i].status)));
+      }
+      const int slot = static_cast<int>(cs[i].wr_id);
+      control.copied->fetch_add(lengths[slot], std::memory_order_relaxed);
+      free_slots.push_back(slot);
+    }
+  }
+  return sent;
+}
+
+fabric::RemoteRegion RegionServer::address() const {
+  return {listener_->endpoint(), region_->remote_base(), region_->length(), region_->rkey()};
+}
+
+}  // namespace rkv::server
