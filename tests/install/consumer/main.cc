@@ -63,8 +63,12 @@ int main(int argc, char** argv) {
   absl::Status put = absl::UnknownError("never ran"), insert = put, del = put;
   absl::StatusOr<std::string> got = absl::UnknownError("never ran");
   const std::string async_key = key + ".async";
-  client.PutAsync(async_key, "a", [&put](absl::Status s) { put = s; });
-  client.GetAsync(key, [&got](absl::StatusOr<std::string> r) { got = std::move(r); });
+  const rkv::Client::DoneCallback on_put = [&put](absl::Status s) { put = s; };
+  const rkv::Client::GetCallback on_get = [&got](absl::StatusOr<std::string> r) {
+    got = std::move(r);
+  };
+  client.PutAsync(async_key, "a", on_put);
+  client.GetAsync(key, on_get);
   client.InsertAsync(async_key + "2", "b", [&insert](absl::Status s) { insert = s; });
   client.DeleteAsync(async_key + "3", [&del](absl::Status s) { del = s; });
   size_t finished = 0;
