@@ -77,7 +77,10 @@ absl::Status CoordinatorService::Recover() {
                      " copies, not the ", groups_.replicas(), " of --replicas"));
   }
   std::lock_guard<std::mutex> lock(mu_);
-  groups_.Load(map);
+  if (absl::Status s = groups_.Load(map); !s.ok()) {
+    return absl::DataLossError(absl::StrCat(state_file_, " holds a damaged replica group (",
+                                            s.message(), "); move it away to start afresh"));
+  }
   const absl::Time now = MonotonicNow();
   for (const proto::ServerInfo& s : map.servers()) {
     Member& m = members_[s.id()];

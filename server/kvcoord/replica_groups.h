@@ -24,7 +24,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "rkvpb/coordinator.pb.h"
+#include "server/kvcoord/replica_group.h"
 
 namespace rkv::server {
 
@@ -50,8 +52,9 @@ class ReplicaGroups {
   uint32_t replicas() const { return replicas_; }
   // Restores the groups of a saved map. A group that was reconfiguring
   // goes on with it (fences already made still count; a push ordered
-  // again under the same configuration is the one under way).
-  void Load(const proto::ClusterMap& map);
+  // again under the same configuration is the one under way). An error,
+  // and nothing restored, when a group in it is malformed.
+  absl::Status Load(const proto::ClusterMap& map);
   // Writes the groups (and what Load needs) into `map`.
   void Save(proto::ClusterMap* map) const;
 
@@ -81,28 +84,28 @@ class ReplicaGroups {
   bool OnProgress(const std::string& id, const proto::PushProgress& progress,
                   const std::map<std::string, ServerView>& servers);
 
-  const std::vector<proto::ReplicaGroup>& groups() const { return groups_; }
+  const std::vector<ReplicaGroup>& groups() const { return groups_; }
 
  private:
-  void StartReconfig(proto::ReplicaGroup& g, std::vector<std::string> members,
+  void StartReconfig(ReplicaGroup& g, std::vector<std::string> members,
                      std::vector<std::string> joining,
                      const std::map<std::string, ServerView>& servers);
-  bool UpdateServing(proto::ReplicaGroup& g, const std::map<std::string, ServerView>& servers);
+  bool UpdateServing(ReplicaGroup& g, const std::map<std::string, ServerView>& servers);
   // No spare is copied in any more, and no progress shown.
-  static void ClearCopying(proto::ReplicaGroup& g);
+  static void ClearCopying(ReplicaGroup& g);
   // Stops copying spares that went down or registered anew.
-  bool DropGoneSpares(proto::ReplicaGroup& g, const std::map<std::string, ServerView>& servers);
-  bool OnLiveProgress(proto::ReplicaGroup& g, const proto::PushProgress& p,
+  bool DropGoneSpares(ReplicaGroup& g, const std::map<std::string, ServerView>& servers);
+  bool OnLiveProgress(ReplicaGroup& g, const proto::PushProgress& p,
                       const std::map<std::string, ServerView>& servers);
-  bool UpdateReconfig(proto::ReplicaGroup& g, const std::map<std::string, ServerView>& servers);
-  bool UpdateLost(proto::ReplicaGroup& g, const std::map<std::string, ServerView>& servers);
+  bool UpdateReconfig(ReplicaGroup& g, const std::map<std::string, ServerView>& servers);
+  bool UpdateLost(ReplicaGroup& g, const std::map<std::string, ServerView>& servers);
   bool UpdateSingle(const std::map<std::string, ServerView>& servers);
   // Servers of `g.serving` that are up and hold that copy still (and are
   // in no other group), in its order.
-  std::vector<std::string> Returned(const proto::ReplicaGroup& g,
+  std::vector<std::string> Returned(const ReplicaGroup& g,
                                     const std::map<std::string, ServerView>& servers) const;
   // No copy is up: the group waits for one of its last serving members.
-  static void Lose(proto::ReplicaGroup& g);
+  static void Lose(ReplicaGroup& g);
   // Servers up and in no group (nor holding a copy a group not serving may
   // need), by id; of `region_bytes` unless 0.
   std::vector<std::string> Spares(const std::map<std::string, ServerView>& servers,
@@ -111,12 +114,11 @@ class ReplicaGroups {
   bool PlaceSpares(const std::map<std::string, ServerView>& servers);
   // The group whose push `id` is about to be handed, by index; -1: none.
   int PendingPush(const std::string& id, const std::map<std::string, ServerView>& servers) const;
-  bool AllFenced(const proto::ReplicaGroup& g,
-                 const std::map<std::string, ServerView>& servers) const;
-  proto::ReplicaGroup* Find(const std::string& group_id);
+  bool AllFenced(const ReplicaGroup& g, const std::map<std::string, ServerView>& servers) const;
+  ReplicaGroup* Find(const std::string& group_id);
 
   uint32_t replicas_;  // Fixed; not const only so that a state can be copied back.
-  std::vector<proto::ReplicaGroup> groups_;
+  std::vector<ReplicaGroup> groups_;
   // Servers a push could not reach, with the generation they had then: no
   // group takes them as spares until they register anew.
   std::map<std::string, uint64_t> refused_;

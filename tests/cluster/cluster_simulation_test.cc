@@ -22,6 +22,8 @@
 #include "common/logging.h"
 #include "common/random.h"
 #include "gtest/gtest.h"
+#include "server/kvcoord/replica_group.h"
+#include "server/kvcoord/replica_group_codec.h"
 #include "server/kvcoord/replica_groups.h"
 #include "server/kvserver/region_server.h"
 #include "tests/linearizability/checker.h"
@@ -109,7 +111,7 @@ class ClusterSim {
     for (const auto& [id, m] : members_) v[id] = m.view;
     return v;
   }
-  const proto::ReplicaGroup* Group() const {
+  const server::ReplicaGroup* Group() const {
     return groups_.groups().empty() ? nullptr : &groups_.groups().front();
   }
   bool Start(Server& sv);
@@ -273,13 +275,12 @@ void ClusterSim::MaybeLose(const Server* pushing) {
   Server& sv = servers_[rng_.Uniform(servers_.size())];
   if (&sv == pushing || sv.region == nullptr) return;
   // Someone else up must still hold what the group acknowledged.
-  const proto::ReplicaGroup* g = Group();
+  const server::ReplicaGroup* g = Group();
   if (g != nullptr) {
-    bool held_elsewhere = g->serving_size() == 0;
-    for (int i = 0; i < g->serving_size(); ++i) {
+    bool held_elsewhere = g->serving.empty();
+    for (const server::Member& m : g->serving) {
       for (const Server& other : servers_) {
-        held_elsewhere |=
-            &other != &sv && other.id == g->serving(i) && Holds(other, g->serving_generations(i));
+        held_elsewhere |= &other != &sv && other.id == m.id && Holds(other, m.generation);
       }
     }
     if (!held_elsewhere) return;
@@ -289,12 +290,12 @@ void ClusterSim::MaybeLose(const Server* pushing) {
 
 void ClusterSim::StepClients() {
   // The map a client would read: the group, its members' registrations.
-  const proto::ReplicaGroup* g = Group();
+  const server::ReplicaGroup* g = Group();
   std::string copies;
   std::vector<fabric::RemoteRegion> regions;
-  if (g != nullptr && g->state() == proto::GROUP_STATE_SERVING && !g->forming()) {
-    copies = absl::StrCat(g->config());
-    for (const std::string& id : g->members()) {
+  if (g != nullptr && g->state == server::GroupState::kServing && !g->forming) {
+    copies = absl::StrCat(g->config);
+    for (const std::string& id : server::Ids(g->members)) {
       const Member& m = members_.at(id);
       if (!m.view.up) {
         copies.clear();
@@ -395,8 +396,8 @@ bool ClusterSim::Run() {
                     ", session ", cl.session ? cl.session->copies : "none", ", draining ",
                     cl.draining.size());
   }
-  ADD_FAILURE() << "the operations did not complete in " << kSpins
-                << " spins; group: " << (Group() ? Group()->ShortDebugString() : "none") << stuck;
+  ADD_FAILURE() << "the operations did not complete in " << kSpins << " spins; group: "
+                << (Group() ? server::ToProto(*Group()).ShortDebugString() : "none") << stuck;
   return false;
 }
 

@@ -19,6 +19,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rkvpb/coordinator.pb.h"
+#include "server/kvcoord/replica_group.h"
+#include "server/kvcoord/replica_group_codec.h"
 
 namespace rkv::server {
 namespace {
@@ -28,6 +30,7 @@ using ::testing::AssertionResult;
 using ::testing::AssertionSuccess;
 using ::testing::Contains;
 using ::testing::ElementsAre;
+using ::testing::Field;
 using ::testing::IsEmpty;
 using ::testing::Not;
 
@@ -75,7 +78,7 @@ class Cluster {
     proto::ClusterMap map;
     groups_.Save(&map);
     Cluster c(groups_.replicas());
-    c.groups_.Load(map);
+    EXPECT_TRUE(c.groups_.Load(map).ok());
     c.servers_ = servers_;
     return c;
   }
@@ -136,16 +139,16 @@ class Cluster {
   }
 
   // A copy of group `id` (empty, and a failure, when there is none).
-  proto::ReplicaGroup Group(const std::string& id) const {
-    for (const proto::ReplicaGroup& g : groups_.groups()) {
-      if (g.id() == id) return g;
+  ReplicaGroup Group(const std::string& id) const {
+    for (const ReplicaGroup& g : groups_.groups()) {
+      if (g.id == id) return g;
     }
     ADD_FAILURE() << "no group " << id;
     return {};
   }
   std::vector<std::string> GroupIds() const {
     std::vector<std::string> ids;
-    for (const proto::ReplicaGroup& g : groups_.groups()) ids.push_back(g.id());
+    for (const ReplicaGroup& g : groups_.groups()) ids.push_back(g.id);
     return ids;
   }
   std::string Serialized() const {
@@ -159,34 +162,34 @@ class Cluster {
   // then serve. Ends with the coordinator's Update after the report (which
   // may start the next reconfiguration, e.g. copying a spare in).
   AssertionResult CompleteReconfiguration(const std::string& id) {
-    const proto::ReplicaGroup g = Group(id);
-    if (g.state() != proto::GROUP_STATE_RECONFIGURING) {
+    const ReplicaGroup g = Group(id);
+    if (g.state != GroupState::kReconfiguring) {
       return AssertionFailure() << "group " << id
-                                << " is not reconfiguring: " << g.ShortDebugString();
+                                << " is not reconfiguring: " << ToProto(g).ShortDebugString();
     }
-    for (const std::string& m : g.members()) {
+    for (const std::string& m : Ids(g.members)) {
       if (!MustFence(m)) return AssertionFailure() << m << " was not told to fence";
-      if (PushFor(g.members(0))) {
+      if (PushFor(g.members[0].id)) {
         return AssertionFailure() << "a push was ordered before " << m << " fenced";
       }
       Fence(m);
     }
-    if (Group(id).config() != g.config()) {
+    if (Group(id).config != g.config) {
       return AssertionFailure() << "fencing changed the configuration of " << id;
     }
-    std::optional<proto::PushOrder> order = PushFor(g.members(0));
-    if (!order) return AssertionFailure() << "no push order for " << g.members(0);
-    if (order->group() != id || order->config() != g.config()) {
+    std::optional<proto::PushOrder> order = PushFor(g.members[0].id);
+    if (!order) return AssertionFailure() << "no push order for " << g.members[0].id;
+    if (order->group() != id || order->config() != g.config) {
       return AssertionFailure() << "push order for another group or configuration: "
                                 << order->ShortDebugString();
     }
-    if (!Report(g.members(0), Done(*order))) {
+    if (!Report(g.members[0].id, Done(*order))) {
       return AssertionFailure() << "the done report changed nothing";
     }
-    const proto::ReplicaGroup after = Group(id);
-    if (after.state() != proto::GROUP_STATE_SERVING) {
-      return AssertionFailure() << "group " << id
-                                << " does not serve after its push: " << after.ShortDebugString();
+    const ReplicaGroup after = Group(id);
+    if (after.state != GroupState::kServing) {
+      return AssertionFailure() << "group " << id << " does not serve after its push: "
+                                << ToProto(after).ShortDebugString();
     }
     Update();
     return AssertionSuccess();
@@ -197,28 +200,26 @@ class Cluster {
   // the group then reconfigures with them joining. Returns the spares.
   AssertionResult CompleteLiveCopy(const std::string& id,
                                    std::initializer_list<std::string> spares) {
-    const proto::ReplicaGroup g = Group(id);
+    const ReplicaGroup g = Group(id);
     const std::vector<std::string> expected(spares);
-    if (g.state() != proto::GROUP_STATE_SERVING ||
-        std::vector<std::string>(g.copying().begin(), g.copying().end()) != expected) {
+    if (g.state != GroupState::kServing || Ids(g.copying) != expected) {
       return AssertionFailure() << "group " << id << " is not copying in "
                                 << ::testing::PrintToString(expected) << ": "
-                                << g.ShortDebugString();
+                                << ToProto(g).ShortDebugString();
     }
-    for (const std::string& m : g.members()) {
+    for (const std::string& m : Ids(g.members)) {
       if (MustFence(m)) return AssertionFailure() << m << " was told to fence during a live copy";
     }
-    std::optional<proto::PushOrder> order = PushFor(g.members(0));
+    std::optional<proto::PushOrder> order = PushFor(g.members[0].id);
     if (!order || !order->live() || Targets(*order) != expected || order->wipe()) {
       return AssertionFailure() << "no live copy ordered: "
                                 << (order ? order->ShortDebugString() : "none");
     }
-    if (!Report(g.members(0), Done(*order))) return AssertionFailure() << "done changed nothing";
-    const proto::ReplicaGroup after = Group(id);
-    if (after.state() != proto::GROUP_STATE_RECONFIGURING ||
-        std::vector<std::string>(after.joining().begin(), after.joining().end()) != expected) {
+    if (!Report(g.members[0].id, Done(*order))) return AssertionFailure() << "done changed nothing";
+    const ReplicaGroup after = Group(id);
+    if (after.state != GroupState::kReconfiguring || after.joining != expected) {
       return AssertionFailure() << "the spares do not join after their copy: "
-                                << after.ShortDebugString();
+                                << ToProto(after).ShortDebugString();
     }
     return AssertionSuccess();
   }
@@ -227,11 +228,11 @@ class Cluster {
   // can be one group's copy only.
   AssertionResult EachServerInOneGroupAtMost() const {
     std::set<std::string> seen;
-    for (const proto::ReplicaGroup& g : groups_.groups()) {
-      for (const std::string& m : g.members()) {
+    for (const ReplicaGroup& g : groups_.groups()) {
+      for (const std::string& m : Ids(g.members)) {
         if (!seen.insert(m).second) {
           return AssertionFailure()
-                 << m << " is a member of two groups; group " << g.ShortDebugString();
+                 << m << " is a member of two groups; group " << ToProto(g).ShortDebugString();
         }
       }
     }
@@ -247,21 +248,21 @@ TEST(ReplicaGroupsTest, OneCopyIsAGroupPerServerThatNeverReconfigures) {
   Cluster c(1);
   EXPECT_TRUE(c.Join({"a", "b"}));
   ASSERT_THAT(c.GroupIds(), ElementsAre("a", "b"));
-  EXPECT_THAT(c.Group("a").members(), ElementsAre("a"));
-  EXPECT_EQ(c.Group("a").state(), proto::GROUP_STATE_SERVING);
-  EXPECT_EQ(c.Group("b").state(), proto::GROUP_STATE_SERVING);
+  EXPECT_THAT(Ids(c.Group("a").members), ElementsAre("a"));
+  EXPECT_EQ(c.Group("a").state, GroupState::kServing);
+  EXPECT_EQ(c.Group("b").state, GroupState::kServing);
   EXPECT_FALSE(c.Update());  // Nothing changed.
 
   // Its keys are unavailable while it is down, and placed on it again
   // when it is back, blank or not: there is no other copy to take over.
   EXPECT_TRUE(c.Down("b"));
-  EXPECT_EQ(c.Group("b").state(), proto::GROUP_STATE_LOST);
-  EXPECT_EQ(c.Group("a").state(), proto::GROUP_STATE_SERVING);
-  EXPECT_THAT(c.Group("b").members(), ElementsAre("b"));
+  EXPECT_EQ(c.Group("b").state, GroupState::kLost);
+  EXPECT_EQ(c.Group("a").state, GroupState::kServing);
+  EXPECT_THAT(Ids(c.Group("b").members), ElementsAre("b"));
   c.Restart("b", /*recovered=*/false);
-  EXPECT_EQ(c.Group("b").state(), proto::GROUP_STATE_SERVING);
+  EXPECT_EQ(c.Group("b").state, GroupState::kServing);
   c.Restart("a", /*recovered=*/true);
-  EXPECT_EQ(c.Group("a").state(), proto::GROUP_STATE_SERVING);
+  EXPECT_EQ(c.Group("a").state, GroupState::kServing);
 
   for (const char* id : {"a", "b"}) {
     EXPECT_FALSE(c.MustFence(id)) << id;
@@ -274,14 +275,14 @@ TEST(ReplicaGroupsTest, TwoCopiesFormOneGroupThatServesAfterFenceAndWipingPush) 
   Cluster c(2);
   EXPECT_TRUE(c.Join({"a", "b", "c"}));
   ASSERT_THAT(c.GroupIds(), ElementsAre("g1"));
-  proto::ReplicaGroup g = c.Group("g1");
+  ReplicaGroup g = c.Group("g1");
   // A new group places no keys until its copies agree.
-  EXPECT_TRUE(g.forming());
-  EXPECT_EQ(g.state(), proto::GROUP_STATE_RECONFIGURING);
-  EXPECT_THAT(g.members(), ElementsAre("a", "b"));
-  EXPECT_THAT(g.joining(), ElementsAre("a", "b"));
-  EXPECT_EQ(g.region_bytes(), kRegionBytes);
-  const uint64_t config = g.config();
+  EXPECT_TRUE(g.forming);
+  EXPECT_EQ(g.state, GroupState::kReconfiguring);
+  EXPECT_THAT(Ids(g.members), ElementsAre("a", "b"));
+  EXPECT_THAT(g.joining, ElementsAre("a", "b"));
+  EXPECT_EQ(g.region_bytes, kRegionBytes);
+  const uint64_t config = g.config;
 
   EXPECT_TRUE(c.MustFence("a"));
   EXPECT_TRUE(c.MustFence("b"));
@@ -311,17 +312,17 @@ TEST(ReplicaGroupsTest, TwoCopiesFormOneGroupThatServesAfterFenceAndWipingPush) 
   partway.set_done(false);
   partway.set_copied_bytes(kRegionBytes / 4);
   EXPECT_FALSE(c.Report("a", partway));
-  EXPECT_EQ(c.Group("g1").state(), proto::GROUP_STATE_RECONFIGURING);
-  EXPECT_EQ(c.Group("g1").copied_bytes(), kRegionBytes / 4);
+  EXPECT_EQ(c.Group("g1").state, GroupState::kReconfiguring);
+  EXPECT_EQ(c.Group("g1").copied_bytes, kRegionBytes / 4);
 
   EXPECT_TRUE(c.Report("a", Done(*order)));
   g = c.Group("g1");
-  EXPECT_EQ(g.state(), proto::GROUP_STATE_SERVING);
-  EXPECT_FALSE(g.forming());
-  EXPECT_THAT(g.members(), ElementsAre("a", "b"));
-  EXPECT_THAT(g.serving(), ElementsAre("a", "b"));
-  EXPECT_THAT(g.joining(), IsEmpty());
-  EXPECT_EQ(g.config(), config);
+  EXPECT_EQ(g.state, GroupState::kServing);
+  EXPECT_FALSE(g.forming);
+  EXPECT_THAT(Ids(g.members), ElementsAre("a", "b"));
+  EXPECT_THAT(Ids(g.serving), ElementsAre("a", "b"));
+  EXPECT_THAT(g.joining, IsEmpty());
+  EXPECT_EQ(g.config, config);
   for (const char* id : {"a", "b", "c"}) {
     EXPECT_FALSE(c.MustFence(id)) << id;
     EXPECT_FALSE(c.Reconfiguring(id)) << id;
@@ -337,8 +338,8 @@ TEST(ReplicaGroupsTest, FourSparesFormTwoGroups) {
   Cluster c(2);
   c.Join({"a", "b", "c", "d"});
   ASSERT_THAT(c.GroupIds(), ElementsAre("g1", "g2"));
-  EXPECT_THAT(c.Group("g1").members(), ElementsAre("a", "b"));
-  EXPECT_THAT(c.Group("g2").members(), ElementsAre("c", "d"));
+  EXPECT_THAT(Ids(c.Group("g1").members), ElementsAre("a", "b"));
+  EXPECT_THAT(Ids(c.Group("g2").members), ElementsAre("c", "d"));
   ASSERT_TRUE(c.CompleteReconfiguration("g1"));
   ASSERT_TRUE(c.CompleteReconfiguration("g2"));
   EXPECT_TRUE(c.EachServerInOneGroupAtMost());
@@ -348,16 +349,16 @@ TEST(ReplicaGroupsTest, LostPrimaryHandsTheGroupToTheSurvivorThenTakesTheSpare) 
   Cluster c(2);
   c.Join({"a", "b", "c"});
   ASSERT_TRUE(c.CompleteReconfiguration("g1"));
-  const uint64_t config = c.Group("g1").config();
+  const uint64_t config = c.Group("g1").config;
 
   EXPECT_TRUE(c.Down("a"));
-  proto::ReplicaGroup g = c.Group("g1");
-  EXPECT_EQ(g.state(), proto::GROUP_STATE_RECONFIGURING);
-  EXPECT_THAT(g.members(), ElementsAre("b"));
-  EXPECT_GT(g.config(), config);
-  EXPECT_THAT(g.joining(), IsEmpty());
+  ReplicaGroup g = c.Group("g1");
+  EXPECT_EQ(g.state, GroupState::kReconfiguring);
+  EXPECT_THAT(Ids(g.members), ElementsAre("b"));
+  EXPECT_GT(g.config, config);
+  EXPECT_THAT(g.joining, IsEmpty());
   // Until the survivor serves, the last serving copies are still a and b.
-  EXPECT_THAT(g.serving(), ElementsAre("a", "b"));
+  EXPECT_THAT(Ids(g.serving), ElementsAre("a", "b"));
   // The survivor settles its copy first; the spare waits.
   EXPECT_TRUE(c.MustFence("b"));
   EXPECT_FALSE(c.Reconfiguring("c"));
@@ -365,30 +366,30 @@ TEST(ReplicaGroupsTest, LostPrimaryHandsTheGroupToTheSurvivorThenTakesTheSpare) 
   c.Fence("b");
   std::optional<proto::PushOrder> order = c.PushFor("b");
   ASSERT_TRUE(order.has_value());
-  EXPECT_EQ(order->config(), g.config());
+  EXPECT_EQ(order->config(), g.config);
   EXPECT_FALSE(order->wipe());  // Its copy is the group's.
   EXPECT_THAT(Targets(*order), IsEmpty());
   EXPECT_TRUE(c.Report("b", Done(*order)));
   g = c.Group("g1");
-  EXPECT_EQ(g.state(), proto::GROUP_STATE_SERVING);
-  EXPECT_THAT(g.members(), ElementsAre("b"));
-  EXPECT_THAT(g.serving(), ElementsAre("b"));
+  EXPECT_EQ(g.state, GroupState::kServing);
+  EXPECT_THAT(Ids(g.members), ElementsAre("b"));
+  EXPECT_THAT(Ids(g.serving), ElementsAre("b"));
 
   // Short of a copy: the spare is copied in from b, live (b serves on),
   // then joins.
   EXPECT_TRUE(c.Update());
   g = c.Group("g1");
-  EXPECT_EQ(g.state(), proto::GROUP_STATE_SERVING);
-  EXPECT_THAT(g.members(), ElementsAre("b"));
-  EXPECT_THAT(g.copying(), ElementsAre("c"));
+  EXPECT_EQ(g.state, GroupState::kServing);
+  EXPECT_THAT(Ids(g.members), ElementsAre("b"));
+  EXPECT_THAT(Ids(g.copying), ElementsAre("c"));
   EXPECT_FALSE(c.Reconfiguring("b"));
   ASSERT_TRUE(c.CompleteLiveCopy("g1", {"c"}));
   g = c.Group("g1");
-  EXPECT_EQ(g.state(), proto::GROUP_STATE_RECONFIGURING);
-  EXPECT_THAT(g.members(), ElementsAre("b", "c"));
-  EXPECT_THAT(g.copying(), IsEmpty());
-  EXPECT_THAT(g.joining(), ElementsAre("c"));
-  EXPECT_FALSE(g.forming());
+  EXPECT_EQ(g.state, GroupState::kReconfiguring);
+  EXPECT_THAT(Ids(g.members), ElementsAre("b", "c"));
+  EXPECT_THAT(Ids(g.copying), IsEmpty());
+  EXPECT_THAT(g.joining, ElementsAre("c"));
+  EXPECT_FALSE(g.forming);
   EXPECT_TRUE(c.MustFence("b"));
   EXPECT_TRUE(c.MustFence("c"));
   c.Fence("b");
@@ -397,27 +398,27 @@ TEST(ReplicaGroupsTest, LostPrimaryHandsTheGroupToTheSurvivorThenTakesTheSpare) 
   ASSERT_TRUE(order.has_value());
   EXPECT_FALSE(order->wipe());
   EXPECT_THAT(Targets(*order), ElementsAre("c"));
-  EXPECT_EQ(order->config(), g.config());
+  EXPECT_EQ(order->config(), g.config);
   EXPECT_TRUE(c.Report("b", Done(*order)));
   g = c.Group("g1");
-  EXPECT_EQ(g.state(), proto::GROUP_STATE_SERVING);
-  EXPECT_THAT(g.members(), ElementsAre("b", "c"));
-  EXPECT_THAT(g.serving(), ElementsAre("b", "c"));
-  EXPECT_THAT(g.joining(), IsEmpty());
+  EXPECT_EQ(g.state, GroupState::kServing);
+  EXPECT_THAT(Ids(g.members), ElementsAre("b", "c"));
+  EXPECT_THAT(Ids(g.serving), ElementsAre("b", "c"));
+  EXPECT_THAT(g.joining, IsEmpty());
 }
 
 TEST(ReplicaGroupsTest, MemberBackBlankLeavesTheGroupAndIsCopiedInAsASpare) {
   Cluster c(2);
   c.Join({"a", "b"});
   ASSERT_TRUE(c.CompleteReconfiguration("g1"));
-  const uint64_t config = c.Group("g1").config();
+  const uint64_t config = c.Group("g1").config;
 
   // b lost its region: its copy is gone, whatever its id.
   EXPECT_TRUE(c.Restart("b", /*recovered=*/false));
-  proto::ReplicaGroup g = c.Group("g1");
-  EXPECT_EQ(g.state(), proto::GROUP_STATE_RECONFIGURING);
-  EXPECT_THAT(g.members(), ElementsAre("a"));
-  EXPECT_GT(g.config(), config);
+  ReplicaGroup g = c.Group("g1");
+  EXPECT_EQ(g.state, GroupState::kReconfiguring);
+  EXPECT_THAT(Ids(g.members), ElementsAre("a"));
+  EXPECT_GT(g.config, config);
   EXPECT_FALSE(c.MustFence("b"));
   EXPECT_FALSE(c.Reconfiguring("b"));
 
@@ -425,9 +426,9 @@ TEST(ReplicaGroupsTest, MemberBackBlankLeavesTheGroupAndIsCopiedInAsASpare) {
   ASSERT_TRUE(c.CompleteReconfiguration("g1"));
   ASSERT_TRUE(c.CompleteLiveCopy("g1", {"b"}));
   g = c.Group("g1");
-  EXPECT_EQ(g.state(), proto::GROUP_STATE_RECONFIGURING);
-  EXPECT_THAT(g.members(), ElementsAre("a", "b"));
-  EXPECT_THAT(g.joining(), ElementsAre("b"));
+  EXPECT_EQ(g.state, GroupState::kReconfiguring);
+  EXPECT_THAT(Ids(g.members), ElementsAre("a", "b"));
+  EXPECT_THAT(g.joining, ElementsAre("b"));
   c.Fence("a");
   c.Fence("b");
   std::optional<proto::PushOrder> order = c.PushFor("a");
@@ -440,22 +441,22 @@ TEST(ReplicaGroupsTest, MemberBackWithItsRegionStaysAndTheGroupReconfigures) {
   Cluster c(2);
   c.Join({"a", "b"});
   ASSERT_TRUE(c.CompleteReconfiguration("g1"));
-  const uint64_t config = c.Group("g1").config();
+  const uint64_t config = c.Group("g1").config;
 
   // Its copy counts, but may miss half a write the other one has: the
   // copies must agree again, and both are fenced first.
   EXPECT_TRUE(c.Restart("b", /*recovered=*/true));
-  proto::ReplicaGroup g = c.Group("g1");
-  EXPECT_EQ(g.state(), proto::GROUP_STATE_RECONFIGURING);
-  EXPECT_THAT(g.members(), ElementsAre("a", "b"));
-  EXPECT_THAT(g.joining(), IsEmpty());
-  EXPECT_GT(g.config(), config);
+  ReplicaGroup g = c.Group("g1");
+  EXPECT_EQ(g.state, GroupState::kReconfiguring);
+  EXPECT_THAT(Ids(g.members), ElementsAre("a", "b"));
+  EXPECT_THAT(g.joining, IsEmpty());
+  EXPECT_GT(g.config, config);
   EXPECT_TRUE(c.MustFence("a"));
   EXPECT_TRUE(c.MustFence("b"));
   ASSERT_TRUE(c.CompleteReconfiguration("g1"));
   g = c.Group("g1");
-  EXPECT_EQ(g.state(), proto::GROUP_STATE_SERVING);
-  EXPECT_THAT(g.serving(), ElementsAre("a", "b"));
+  EXPECT_EQ(g.state, GroupState::kServing);
+  EXPECT_THAT(Ids(g.serving), ElementsAre("a", "b"));
 }
 
 TEST(ReplicaGroupsTest, FailedPushStartsTheReconfigurationOver) {
@@ -467,12 +468,12 @@ TEST(ReplicaGroupsTest, FailedPushStartsTheReconfigurationOver) {
   ASSERT_TRUE(first.has_value());
 
   EXPECT_TRUE(c.Report("a", Failed(*first)));
-  proto::ReplicaGroup g = c.Group("g1");
-  EXPECT_EQ(g.state(), proto::GROUP_STATE_RECONFIGURING);
-  EXPECT_GT(g.config(), first->config());
-  EXPECT_THAT(g.members(), ElementsAre("a", "b"));
-  EXPECT_THAT(g.joining(), ElementsAre("a", "b"));
-  EXPECT_TRUE(g.forming());
+  ReplicaGroup g = c.Group("g1");
+  EXPECT_EQ(g.state, GroupState::kReconfiguring);
+  EXPECT_GT(g.config, first->config());
+  EXPECT_THAT(Ids(g.members), ElementsAre("a", "b"));
+  EXPECT_THAT(g.joining, ElementsAre("a", "b"));
+  EXPECT_TRUE(g.forming);
   // The half-pushed target may have been written by anyone since: fence
   // again before the next push.
   EXPECT_TRUE(c.MustFence("a"));
@@ -480,10 +481,10 @@ TEST(ReplicaGroupsTest, FailedPushStartsTheReconfigurationOver) {
   EXPECT_FALSE(c.PushFor("a").has_value());
   // The failed order's done, arriving late, does not make the group serve.
   EXPECT_FALSE(c.Report("a", Done(*first)));
-  EXPECT_EQ(c.Group("g1").state(), proto::GROUP_STATE_RECONFIGURING);
+  EXPECT_EQ(c.Group("g1").state, GroupState::kReconfiguring);
 
   ASSERT_TRUE(c.CompleteReconfiguration("g1"));
-  EXPECT_THAT(c.Group("g1").serving(), ElementsAre("a", "b"));
+  EXPECT_THAT(Ids(c.Group("g1").serving), ElementsAre("a", "b"));
 }
 
 // A spare the pusher cannot reach (a wrong address, a firewall) would fail
@@ -503,15 +504,15 @@ TEST(ReplicaGroupsTest, TargetThePusherCannotReachIsLeftOutUntilItRegistersAnew)
   proto::PushProgress failed = Failed(*order);
   failed.set_failed_target("s");
   EXPECT_TRUE(c.Report("a", failed));
-  EXPECT_THAT(c.Group("g1").members(), ElementsAre("a"));
+  EXPECT_THAT(Ids(c.Group("g1").members), ElementsAre("a"));
   ASSERT_TRUE(c.CompleteReconfiguration("g1"));
-  proto::ReplicaGroup g = c.Group("g1");
-  EXPECT_EQ(g.state(), proto::GROUP_STATE_SERVING);
-  EXPECT_THAT(g.members(), ElementsAre("a"));
-  EXPECT_THAT(g.copying(), IsEmpty());
+  ReplicaGroup g = c.Group("g1");
+  EXPECT_EQ(g.state, GroupState::kServing);
+  EXPECT_THAT(Ids(g.members), ElementsAre("a"));
+  EXPECT_THAT(Ids(g.copying), IsEmpty());
   // Registered anew (restarted, say, with its address fixed): taken again.
   EXPECT_TRUE(c.Restart("s", /*recovered=*/false));
-  EXPECT_THAT(c.Group("g1").copying(), ElementsAre("s"));
+  EXPECT_THAT(Ids(c.Group("g1").copying), ElementsAre("s"));
 }
 
 TEST(ReplicaGroupsTest, StaleProgressReportChangesNothing) {
@@ -537,7 +538,7 @@ TEST(ReplicaGroupsTest, StaleProgressReportChangesNothing) {
   EXPECT_EQ(c.Serialized(), before);
 
   EXPECT_TRUE(c.Report("a", Done(*order)));
-  EXPECT_EQ(c.Group("g1").state(), proto::GROUP_STATE_SERVING);
+  EXPECT_EQ(c.Group("g1").state, GroupState::kServing);
   // Reported again with the next heartbeat: the order stands no more.
   const std::string serving = c.Serialized();
   EXPECT_FALSE(c.Report("a", Done(*order)));
@@ -558,12 +559,12 @@ TEST(ReplicaGroupsTest, DoneForAConfigurationThatLostAMemberDoesNotServe) {
   // c goes down before a reports: the configuration a pushed to is gone.
   EXPECT_TRUE(c.Down("c"));
   EXPECT_FALSE(c.Report("a", Done(*order)));
-  proto::ReplicaGroup g = c.Group("g1");
-  EXPECT_EQ(g.state(), proto::GROUP_STATE_RECONFIGURING);
-  EXPECT_THAT(g.members(), ElementsAre("a", "b"));
+  ReplicaGroup g = c.Group("g1");
+  EXPECT_EQ(g.state, GroupState::kReconfiguring);
+  EXPECT_THAT(Ids(g.members), ElementsAre("a", "b"));
   EXPECT_TRUE(c.MustFence("a"));
   ASSERT_TRUE(c.CompleteReconfiguration("g1"));
-  EXPECT_THAT(c.Group("g1").serving(), ElementsAre("a", "b"));
+  EXPECT_THAT(Ids(c.Group("g1").serving), ElementsAre("a", "b"));
 }
 
 // A server back blank that then registers anew under the same memory (it
@@ -576,15 +577,15 @@ TEST(ReplicaGroupsTest, BlankRegionStaysBlankThroughLaterRegistrations) {
   ASSERT_TRUE(c.CompleteReconfiguration("g1"));
   c.Down("a");
   c.Down("b");
-  ASSERT_EQ(c.Group("g1").state(), proto::GROUP_STATE_LOST);
+  ASSERT_EQ(c.Group("g1").state, GroupState::kLost);
   c.Restart("a", /*recovered=*/false);
   c.Fence("a");
   c.Restart("a", /*recovered=*/true);
-  EXPECT_EQ(c.Group("g1").state(), proto::GROUP_STATE_LOST);
+  EXPECT_EQ(c.Group("g1").state, GroupState::kLost);
   EXPECT_FALSE(c.Reconfiguring("a"));
   // b, back on its region, holds the group's writes.
   EXPECT_TRUE(c.Restart("b", /*recovered=*/true));
-  EXPECT_THAT(c.Group("g1").members(), ElementsAre("b"));
+  EXPECT_THAT(Ids(c.Group("g1").members), ElementsAre("b"));
 }
 
 TEST(ReplicaGroupsTest, GroupWithEveryMemberDownIsLostUntilALastServingCopyReturns) {
@@ -593,14 +594,14 @@ TEST(ReplicaGroupsTest, GroupWithEveryMemberDownIsLostUntilALastServingCopyRetur
   ASSERT_TRUE(c.CompleteReconfiguration("g1"));
   c.Down("a");
   c.Down("b");
-  proto::ReplicaGroup g = c.Group("g1");
-  EXPECT_EQ(g.state(), proto::GROUP_STATE_LOST);
-  EXPECT_THAT(g.serving(), ElementsAre("a", "b"));
-  const uint64_t config = g.config();
+  ReplicaGroup g = c.Group("g1");
+  EXPECT_EQ(g.state, GroupState::kLost);
+  EXPECT_THAT(Ids(g.serving), ElementsAre("a", "b"));
+  const uint64_t config = g.config;
 
   // Back blank, b holds none of the group's writes: still lost.
   EXPECT_FALSE(c.Restart("b", /*recovered=*/false));
-  EXPECT_EQ(c.Group("g1").state(), proto::GROUP_STATE_LOST);
+  EXPECT_EQ(c.Group("g1").state, GroupState::kLost);
   EXPECT_FALSE(c.MustFence("b"));
   EXPECT_FALSE(c.Reconfiguring("b"));
   EXPECT_FALSE(c.PushFor("b").has_value());
@@ -608,16 +609,16 @@ TEST(ReplicaGroupsTest, GroupWithEveryMemberDownIsLostUntilALastServingCopyRetur
   // a held every acknowledged write when the group last served.
   EXPECT_TRUE(c.Restart("a", /*recovered=*/true));
   g = c.Group("g1");
-  EXPECT_EQ(g.state(), proto::GROUP_STATE_RECONFIGURING);
-  EXPECT_THAT(g.members(), ElementsAre("a"));
-  EXPECT_GT(g.config(), config);
+  EXPECT_EQ(g.state, GroupState::kReconfiguring);
+  EXPECT_THAT(Ids(g.members), ElementsAre("a"));
+  EXPECT_GT(g.config, config);
   // Serves on a, then takes blank b back as its second copy.
   ASSERT_TRUE(c.CompleteReconfiguration("g1"));
   ASSERT_TRUE(c.CompleteLiveCopy("g1", {"b"}));
   g = c.Group("g1");
-  EXPECT_THAT(g.serving(), ElementsAre("a"));
-  EXPECT_THAT(g.members(), ElementsAre("a", "b"));
-  EXPECT_THAT(g.joining(), ElementsAre("b"));
+  EXPECT_THAT(Ids(g.serving), ElementsAre("a"));
+  EXPECT_THAT(Ids(g.members), ElementsAre("a", "b"));
+  EXPECT_THAT(g.joining, ElementsAre("b"));
 }
 
 TEST(ReplicaGroupsTest, LostGroupStaysLostWhenItsMembersReturnBlank) {
@@ -630,9 +631,9 @@ TEST(ReplicaGroupsTest, LostGroupStaysLostWhenItsMembersReturnBlank) {
   c.Restart("b", /*recovered=*/false);
   // Not a fresh group either: the lost group's keys stay placed on it.
   EXPECT_THAT(c.GroupIds(), ElementsAre("g1"));
-  proto::ReplicaGroup g = c.Group("g1");
-  EXPECT_EQ(g.state(), proto::GROUP_STATE_LOST);
-  EXPECT_THAT(g.members(), ElementsAre("a", "b"));
+  ReplicaGroup g = c.Group("g1");
+  EXPECT_EQ(g.state, GroupState::kLost);
+  EXPECT_THAT(Ids(g.members), ElementsAre("a", "b"));
   EXPECT_FALSE(c.MustFence("a"));
   EXPECT_FALSE(c.PushFor("a").has_value());
   EXPECT_FALSE(c.Update());
@@ -644,19 +645,19 @@ TEST(ReplicaGroupsTest, PusherLostMidPushLeavesItsTargetsHalfCopiesAndTheGroupWa
   ASSERT_TRUE(c.CompleteReconfiguration("g1"));
   c.Down("c");
   ASSERT_TRUE(c.CompleteReconfiguration("g1"));
-  ASSERT_THAT(c.Group("g1").serving(), ElementsAre("a", "b"));
+  ASSERT_THAT(Ids(c.Group("g1").serving), ElementsAre("a", "b"));
   // c is back blank and copied in.
   c.Restart("c", /*recovered=*/false);
   ASSERT_TRUE(c.CompleteLiveCopy("g1", {"c"}));
-  ASSERT_THAT(c.Group("g1").members(), ElementsAre("a", "b", "c"));
-  ASSERT_THAT(c.Group("g1").joining(), ElementsAre("c"));
+  ASSERT_THAT(Ids(c.Group("g1").members), ElementsAre("a", "b", "c"));
+  ASSERT_THAT(c.Group("g1").joining, ElementsAre("c"));
   c.Fence("a");
   c.Fence("b");
   c.Fence("c");
   // From the moment the push is handed out, only the pusher's copy counts.
-  EXPECT_THAT(c.Group("g1").serving(), ElementsAre("a", "b"));
+  EXPECT_THAT(Ids(c.Group("g1").serving), ElementsAre("a", "b"));
   std::optional<proto::PushOrder> order = c.PushFor("a");
-  EXPECT_THAT(c.Group("g1").serving(), ElementsAre("a"));
+  EXPECT_THAT(Ids(c.Group("g1").serving), ElementsAre("a"));
   ASSERT_TRUE(order.has_value());
   ASSERT_THAT(Targets(*order), ElementsAre("b", "c"));
 
@@ -664,9 +665,9 @@ TEST(ReplicaGroupsTest, PusherLostMidPushLeavesItsTargetsHalfCopiesAndTheGroupWa
   // of their own, a slot of one naming a block of the other; neither may
   // serve. The group waits for a.
   EXPECT_TRUE(c.Down("a"));
-  proto::ReplicaGroup g = c.Group("g1");
-  EXPECT_EQ(g.state(), proto::GROUP_STATE_LOST);
-  EXPECT_THAT(g.members(), ElementsAre("a"));
+  ReplicaGroup g = c.Group("g1");
+  EXPECT_EQ(g.state, GroupState::kLost);
+  EXPECT_THAT(Ids(g.members), ElementsAre("a"));
   EXPECT_FALSE(c.MustFence("b"));
   EXPECT_FALSE(c.Reconfiguring("c"));
   EXPECT_FALSE(c.Report("a", Done(*order)));  // Too late.
@@ -675,8 +676,8 @@ TEST(ReplicaGroupsTest, PusherLostMidPushLeavesItsTargetsHalfCopiesAndTheGroupWa
   c.Restart("a", /*recovered=*/true);
   ASSERT_TRUE(c.CompleteReconfiguration("g1"));
   g = c.Group("g1");
-  EXPECT_THAT(g.members(), ElementsAre("a"));
-  EXPECT_THAT(g.copying(), ElementsAre("b", "c"));
+  EXPECT_THAT(Ids(g.members), ElementsAre("a"));
+  EXPECT_THAT(Ids(g.copying), ElementsAre("b", "c"));
 }
 
 TEST(ReplicaGroupsTest, PusherLostBeforeItIsHandedThePushLeavesTheGroupOnTheOtherCopies) {
@@ -694,12 +695,12 @@ TEST(ReplicaGroupsTest, PusherLostBeforeItIsHandedThePushLeavesTheGroupOnTheOthe
   // touched b, which holds every acknowledged write. The group goes on on
   // b, and copies c in again (its live copy may lack what came after).
   EXPECT_TRUE(c.Down("a"));
-  proto::ReplicaGroup g = c.Group("g1");
-  EXPECT_EQ(g.state(), proto::GROUP_STATE_RECONFIGURING);
-  EXPECT_THAT(g.members(), ElementsAre("b"));
+  ReplicaGroup g = c.Group("g1");
+  EXPECT_EQ(g.state, GroupState::kReconfiguring);
+  EXPECT_THAT(Ids(g.members), ElementsAre("b"));
   ASSERT_TRUE(c.CompleteReconfiguration("g1"));
-  EXPECT_THAT(c.Group("g1").serving(), ElementsAre("b"));
-  EXPECT_THAT(c.Group("g1").copying(), ElementsAre("c"));
+  EXPECT_THAT(Ids(c.Group("g1").serving), ElementsAre("b"));
+  EXPECT_THAT(Ids(c.Group("g1").copying), ElementsAre("c"));
 }
 
 TEST(ReplicaGroupsTest, PusherLostWhileCopyingInLeavesTheGroupLostNotOnTheHalfCopy) {
@@ -714,9 +715,9 @@ TEST(ReplicaGroupsTest, PusherLostWhileCopyingInLeavesTheGroupLostNotOnTheHalfCo
   ASSERT_TRUE(c.PushFor("a").has_value());
   c.Down("a");  // Before c has a whole copy.
   // c never served the group: its copy may be half pushed.
-  proto::ReplicaGroup g = c.Group("g1");
-  EXPECT_EQ(g.state(), proto::GROUP_STATE_LOST);
-  EXPECT_THAT(g.members(), ElementsAre("a"));
+  ReplicaGroup g = c.Group("g1");
+  EXPECT_EQ(g.state, GroupState::kLost);
+  EXPECT_THAT(Ids(g.members), ElementsAre("a"));
   EXPECT_FALSE(c.Reconfiguring("c"));
   EXPECT_FALSE(c.PushFor("c").has_value());
 }
@@ -729,14 +730,14 @@ TEST(ReplicaGroupsTest, SparesOfAnotherRegionSizeAreNotCopiedIn) {
   c.Down("b");
   ASSERT_TRUE(c.CompleteReconfiguration("g1"));
   // A push copies the region byte for byte: c's geometry is not a's.
-  proto::ReplicaGroup g = c.Group("g1");
-  EXPECT_EQ(g.state(), proto::GROUP_STATE_SERVING);
-  EXPECT_THAT(g.members(), ElementsAre("a"));
+  ReplicaGroup g = c.Group("g1");
+  EXPECT_EQ(g.state, GroupState::kServing);
+  EXPECT_THAT(Ids(g.members), ElementsAre("a"));
   EXPECT_FALSE(c.Reconfiguring("c"));
   EXPECT_FALSE(c.Update());
 
   EXPECT_TRUE(c.Join({"d"}));
-  EXPECT_THAT(c.Group("g1").copying(), ElementsAre("d"));
+  EXPECT_THAT(Ids(c.Group("g1").copying), ElementsAre("d"));
 }
 
 TEST(ReplicaGroupsTest, NewGroupFormsOnlyOfSparesOfOneRegionSize) {
@@ -746,8 +747,8 @@ TEST(ReplicaGroupsTest, NewGroupFormsOnlyOfSparesOfOneRegionSize) {
   EXPECT_THAT(c.GroupIds(), IsEmpty());
   c.Join({"c"}, 2 * kRegionBytes);
   ASSERT_THAT(c.GroupIds(), ElementsAre("g1"));
-  EXPECT_THAT(c.Group("g1").members(), ElementsAre("b", "c"));
-  EXPECT_EQ(c.Group("g1").region_bytes(), 2 * kRegionBytes);
+  EXPECT_THAT(Ids(c.Group("g1").members), ElementsAre("b", "c"));
+  EXPECT_EQ(c.Group("g1").region_bytes, 2 * kRegionBytes);
 }
 
 TEST(ReplicaGroupsTest, NewGroupsFormOnlyWhileEveryGroupServesWithAllItsCopies) {
@@ -758,7 +759,7 @@ TEST(ReplicaGroupsTest, NewGroupsFormOnlyWhileEveryGroupServesWithAllItsCopies) 
   EXPECT_THAT(c.GroupIds(), ElementsAre("g1"));
   ASSERT_TRUE(c.CompleteReconfiguration("g1"));
   ASSERT_THAT(c.GroupIds(), ElementsAre("g1", "g2"));
-  EXPECT_THAT(c.Group("g2").members(), ElementsAre("c", "d"));
+  EXPECT_THAT(Ids(c.Group("g2").members), ElementsAre("c", "d"));
   ASSERT_TRUE(c.CompleteReconfiguration("g2"));
 
   // g1 is being repaired: e and f are its candidates, not a new group.
@@ -767,14 +768,14 @@ TEST(ReplicaGroupsTest, NewGroupsFormOnlyWhileEveryGroupServesWithAllItsCopies) 
   EXPECT_THAT(c.GroupIds(), ElementsAre("g1", "g2"));
   ASSERT_TRUE(c.CompleteReconfiguration("g1"));
   ASSERT_TRUE(c.CompleteLiveCopy("g1", {"e"}));
-  EXPECT_THAT(c.Group("g1").members(), ElementsAre("a", "e"));
+  EXPECT_THAT(Ids(c.Group("g1").members), ElementsAre("a", "e"));
   EXPECT_THAT(c.GroupIds(), ElementsAre("g1", "g2"));
   ASSERT_TRUE(c.CompleteReconfiguration("g1"));
   EXPECT_THAT(c.GroupIds(), ElementsAre("g1", "g2"));  // f alone.
 
   c.Join({"h"});
   ASSERT_THAT(c.GroupIds(), ElementsAre("g1", "g2", "g3"));
-  EXPECT_THAT(c.Group("g3").members(), ElementsAre("f", "h"));
+  EXPECT_THAT(Ids(c.Group("g3").members), ElementsAre("f", "h"));
   EXPECT_TRUE(c.EachServerInOneGroupAtMost());
 }
 
@@ -784,7 +785,7 @@ TEST(ReplicaGroupsTest, NoNewGroupWhileAGroupIsLost) {
   ASSERT_TRUE(c.CompleteReconfiguration("g1"));
   c.Down("a");
   c.Down("b");
-  ASSERT_EQ(c.Group("g1").state(), proto::GROUP_STATE_LOST);
+  ASSERT_EQ(c.Group("g1").state, GroupState::kLost);
   EXPECT_FALSE(c.Join({"c", "d"}));
   EXPECT_THAT(c.GroupIds(), ElementsAre("g1"));
 }
@@ -801,11 +802,11 @@ TEST(ReplicaGroupsTest, SaveThenLoadGivesTheSameGroupsAndNextGroupNumber) {
   EXPECT_EQ(map.replicas(), 2u);
   EXPECT_EQ(map.next_group(), 3u);
   ReplicaGroups restored(2);
-  restored.Load(map);
+  ASSERT_TRUE(restored.Load(map).ok());
   ASSERT_EQ(restored.groups().size(), c.groups().groups().size());
   for (size_t i = 0; i < restored.groups().size(); ++i) {
-    EXPECT_EQ(restored.groups()[i].SerializeAsString(), c.groups().groups()[i].SerializeAsString())
-        << restored.groups()[i].ShortDebugString();
+    EXPECT_EQ(restored.groups()[i], c.groups().groups()[i])
+        << ToProto(restored.groups()[i]).ShortDebugString();
   }
   proto::ClusterMap again;
   restored.Save(&again);
@@ -819,7 +820,7 @@ TEST(ReplicaGroupsTest, SaveThenLoadGivesTheSameGroupsAndNextGroupNumber) {
   ASSERT_TRUE(r.CompleteReconfiguration("g2"));  // e copied into g2.
   r.Join({"f", "h"});
   ASSERT_THAT(r.GroupIds(), ElementsAre("g1", "g2", "g3"));
-  EXPECT_THAT(r.Group("g3").members(), ElementsAre("f", "h"));
+  EXPECT_THAT(Ids(r.Group("g3").members), ElementsAre("f", "h"));
 }
 
 TEST(ReplicaGroupsTest, ReconfigurationGoesOnAfterACoordinatorRestart) {
@@ -831,13 +832,13 @@ TEST(ReplicaGroupsTest, ReconfigurationGoesOnAfterACoordinatorRestart) {
   EXPECT_FALSE(r.MustFence("a"));
   EXPECT_TRUE(r.MustFence("b"));
   EXPECT_TRUE(r.Reconfiguring("a"));
-  EXPECT_TRUE(r.Group("g1").forming());
+  EXPECT_TRUE(r.Group("g1").forming);
   r.Fence("b");
   std::optional<proto::PushOrder> order = r.PushFor("a");
   ASSERT_TRUE(order.has_value());
   EXPECT_TRUE(order->wipe());
   EXPECT_TRUE(r.Report("a", Done(*order)));
-  EXPECT_EQ(r.Group("g1").state(), proto::GROUP_STATE_SERVING);
+  EXPECT_EQ(r.Group("g1").state, GroupState::kServing);
 }
 
 // While a group reconfigures, its `serving` list (the last configuration
@@ -854,24 +855,24 @@ TEST(ReplicaGroupsTest, LastServingCopyOfARepairingGroupIsNotTakenByAnotherGroup
   // g2 runs on c alone, with no spare to take.
   c.Down("d");
   ASSERT_TRUE(c.CompleteReconfiguration("g2"));
-  ASSERT_THAT(c.Group("g2").members(), ElementsAre("c"));
+  ASSERT_THAT(Ids(c.Group("g2").members), ElementsAre("c"));
 
   // g1 reconfigures on a; b, one of its last serving copies, is back with
   // its region while a is still settling.
   c.Down("b");
-  ASSERT_THAT(c.Group("g1").members(), ElementsAre("a"));
-  ASSERT_THAT(c.Group("g1").serving(), ElementsAre("a", "b"));
+  ASSERT_THAT(Ids(c.Group("g1").members), ElementsAre("a"));
+  ASSERT_THAT(Ids(c.Group("g1").serving), ElementsAre("a", "b"));
   c.Restart("b", /*recovered=*/true);
-  EXPECT_THAT(c.Group("g2").members(), Not(Contains("b")))
+  EXPECT_THAT(Ids(c.Group("g2").members), Not(Contains("b")))
       << "g2 would overwrite g1's last serving copy";
-  EXPECT_THAT(c.Group("g2").copying(), Not(Contains("b")))
+  EXPECT_THAT(Ids(c.Group("g2").copying), Not(Contains("b")))
       << "g2 would overwrite g1's last serving copy";
 
   // a is lost before g1 serves: b's copy is all g1 has left.
   c.Down("a");
   EXPECT_TRUE(c.EachServerInOneGroupAtMost());
-  EXPECT_THAT(c.Group("g1").members(), ElementsAre("b"));
-  EXPECT_THAT(c.Group("g2").members(), ElementsAre("c"));
+  EXPECT_THAT(Ids(c.Group("g1").members), ElementsAre("b"));
+  EXPECT_THAT(Ids(c.Group("g2").members), ElementsAre("c"));
 }
 
 // A spare is copied in while the group serves; the group pauses only for
@@ -883,13 +884,13 @@ TEST(ReplicaGroupsTest, SpareIsCopiedInLiveWithNoFenceUntilItJoins) {
   ASSERT_TRUE(c.CompleteReconfiguration("g1"));
   c.Down("c");
   ASSERT_TRUE(c.CompleteReconfiguration("g1"));
-  const uint64_t config = c.Group("g1").config();
+  const uint64_t config = c.Group("g1").config;
   EXPECT_TRUE(c.Join({"d"}));
-  proto::ReplicaGroup g = c.Group("g1");
-  EXPECT_EQ(g.state(), proto::GROUP_STATE_SERVING);
-  EXPECT_EQ(g.config(), config) << "clients would drop their sessions";
-  EXPECT_THAT(g.members(), ElementsAre("a", "b"));
-  EXPECT_THAT(g.copying(), ElementsAre("d"));
+  ReplicaGroup g = c.Group("g1");
+  EXPECT_EQ(g.state, GroupState::kServing);
+  EXPECT_EQ(g.config, config) << "clients would drop their sessions";
+  EXPECT_THAT(Ids(g.members), ElementsAre("a", "b"));
+  EXPECT_THAT(Ids(g.copying), ElementsAre("d"));
   EXPECT_FALSE(c.Reconfiguring("a"));
   EXPECT_FALSE(c.MustFence("d"));
   // Progress is shown, and changes nothing else.
@@ -901,15 +902,15 @@ TEST(ReplicaGroupsTest, SpareIsCopiedInLiveWithNoFenceUntilItJoins) {
   partway.set_done(false);
   partway.set_copied_bytes(kRegionBytes / 2);
   EXPECT_FALSE(c.Report("a", partway));
-  EXPECT_EQ(c.Group("g1").copied_bytes(), kRegionBytes / 2);
-  EXPECT_EQ(c.Group("g1").state(), proto::GROUP_STATE_SERVING);
+  EXPECT_EQ(c.Group("g1").copied_bytes, kRegionBytes / 2);
+  EXPECT_EQ(c.Group("g1").state, GroupState::kServing);
   // Done: d joins under a fence, and the push after it is a fenced one.
   ASSERT_TRUE(c.CompleteLiveCopy("g1", {"d"}));
   ASSERT_TRUE(c.CompleteReconfiguration("g1"));
   g = c.Group("g1");
-  EXPECT_THAT(g.members(), ElementsAre("a", "b", "d"));
-  EXPECT_THAT(g.serving(), ElementsAre("a", "b", "d"));
-  EXPECT_THAT(g.copying(), IsEmpty());
+  EXPECT_THAT(Ids(g.members), ElementsAre("a", "b", "d"));
+  EXPECT_THAT(Ids(g.serving), ElementsAre("a", "b", "d"));
+  EXPECT_THAT(Ids(g.copying), IsEmpty());
 }
 
 // Two copies short, both spares are copied in one live copy.
@@ -923,7 +924,7 @@ TEST(ReplicaGroupsTest, GroupShortOfTwoCopiesCopiesTwoSparesAtOnce) {
   c.Join({"d", "e"});
   ASSERT_TRUE(c.CompleteLiveCopy("g1", {"d", "e"}));
   ASSERT_TRUE(c.CompleteReconfiguration("g1"));
-  EXPECT_THAT(c.Group("g1").members(), ElementsAre("a", "d", "e"));
+  EXPECT_THAT(Ids(c.Group("g1").members), ElementsAre("a", "d", "e"));
 }
 
 // A second failure during the copy: the spare holds nothing the group
@@ -940,11 +941,11 @@ TEST(ReplicaGroupsTest, MemberLostDuringALiveCopyAbandonsItAndTheCopyStartsOver)
   ASSERT_TRUE(live->live());
 
   EXPECT_TRUE(c.Down("a"));
-  proto::ReplicaGroup g = c.Group("g1");
-  EXPECT_EQ(g.state(), proto::GROUP_STATE_RECONFIGURING);
-  EXPECT_THAT(g.members(), ElementsAre("b"));
-  EXPECT_THAT(g.copying(), IsEmpty());
-  EXPECT_THAT(g.serving(), ElementsAre("a", "b"));
+  ReplicaGroup g = c.Group("g1");
+  EXPECT_EQ(g.state, GroupState::kReconfiguring);
+  EXPECT_THAT(Ids(g.members), ElementsAre("b"));
+  EXPECT_THAT(Ids(g.copying), IsEmpty());
+  EXPECT_THAT(Ids(g.serving), ElementsAre("a", "b"));
   EXPECT_FALSE(c.MustFence("d"));
   // The old copy's done, arriving late, changes nothing.
   EXPECT_FALSE(c.Report("a", Done(*live)));
@@ -952,7 +953,7 @@ TEST(ReplicaGroupsTest, MemberLostDuringALiveCopyAbandonsItAndTheCopyStartsOver)
   // Serving on b: d is copied in again, from b.
   ASSERT_TRUE(c.CompleteLiveCopy("g1", {"d"}));
   ASSERT_TRUE(c.CompleteReconfiguration("g1"));
-  EXPECT_THAT(c.Group("g1").members(), ElementsAre("b", "d"));
+  EXPECT_THAT(Ids(c.Group("g1").members), ElementsAre("b", "d"));
 }
 
 // The spare restarts (or goes down) mid-copy: what was copied is gone, the
@@ -969,16 +970,16 @@ TEST(ReplicaGroupsTest, SpareRestartedDuringALiveCopyIsCopiedAgain) {
   EXPECT_TRUE(c.Restart("s", /*recovered=*/false));
   // Taken again at once, under its new registration (the primary's agent
   // sees another order and copies again).
-  const proto::ReplicaGroup g = c.Group("g1");
-  ASSERT_THAT(g.copying(), ElementsAre("s"));
-  EXPECT_THAT(g.copying_generations(), ElementsAre(2u));
+  const ReplicaGroup g = c.Group("g1");
+  ASSERT_THAT(Ids(g.copying), ElementsAre("s"));
+  EXPECT_THAT(g.copying, ElementsAre(Field(&Member::generation, 2u)));
   // Gone: no longer copied, nor ordered.
   c.Down("s");
-  EXPECT_THAT(c.Group("g1").copying(), IsEmpty());
+  EXPECT_THAT(Ids(c.Group("g1").copying), IsEmpty());
   EXPECT_FALSE(c.PushFor("a").has_value());
   // A done that arrives late for a spare gone is ignored.
   EXPECT_FALSE(c.Report("a", Done(*first)));
-  EXPECT_EQ(c.Group("g1").state(), proto::GROUP_STATE_SERVING);
+  EXPECT_EQ(c.Group("g1").state, GroupState::kServing);
 }
 
 // A spare that registered anew mid-copy is copied again; a report of the
@@ -993,13 +994,13 @@ TEST(ReplicaGroupsTest, LiveCopyReportForAnEarlierRegistrationOfTheSpareIsIgnore
   std::optional<proto::PushOrder> first = c.PushFor("a");
   ASSERT_TRUE(first.has_value());
   c.Fence("s");  // Fenced itself (its lease), registered anew.
-  ASSERT_THAT(c.Group("g1").copying(), ElementsAre("s"));
+  ASSERT_THAT(Ids(c.Group("g1").copying), ElementsAre("s"));
   proto::PushProgress failed = Failed(*first);
   failed.set_failed_target("s");
   EXPECT_FALSE(c.Report("a", failed));
   EXPECT_FALSE(c.Report("a", Done(*first)));
-  EXPECT_THAT(c.Group("g1").copying(), ElementsAre("s"));
-  EXPECT_EQ(c.Group("g1").state(), proto::GROUP_STATE_SERVING);
+  EXPECT_THAT(Ids(c.Group("g1").copying), ElementsAre("s"));
+  EXPECT_EQ(c.Group("g1").state, GroupState::kServing);
   // The copy to the registration of now is the one that counts.
   ASSERT_TRUE(c.CompleteLiveCopy("g1", {"s"}));
 }
@@ -1019,12 +1020,12 @@ TEST(ReplicaGroupsTest, LiveCopyToAnUnreachableSpareLeavesItOut) {
   failed.set_failed_target("s");
   EXPECT_TRUE(c.Report("a", failed));
   c.Update();
-  proto::ReplicaGroup g = c.Group("g1");
-  EXPECT_EQ(g.state(), proto::GROUP_STATE_SERVING);
-  EXPECT_THAT(g.copying(), IsEmpty());
+  ReplicaGroup g = c.Group("g1");
+  EXPECT_EQ(g.state, GroupState::kServing);
+  EXPECT_THAT(Ids(g.copying), IsEmpty());
   EXPECT_FALSE(c.PushFor("a").has_value());
   c.Restart("s", /*recovered=*/false);
-  EXPECT_THAT(c.Group("g1").copying(), ElementsAre("s"));
+  EXPECT_THAT(Ids(c.Group("g1").copying), ElementsAre("s"));
 }
 
 }  // namespace
