@@ -48,6 +48,9 @@ class ClusterClient final : public Client, private MapWatcher::Listener {
         map_(coordinator, options.cluster_token, *this) {}
 
   ~ClusterClient() override {
+    // A session finishing an operation as it closes must not retry it: the
+    // background worker that fetches maps is gone.
+    closing_ = true;
     background_.reset();  // Its jobs use map_ and the sessions' resources.
     // Every operation completes once: the sessions cancel theirs as they
     // close, and this client cancels those it holds.
@@ -127,6 +130,7 @@ class ClusterClient final : public Client, private MapWatcher::Listener {
   std::deque<OpPtr> unstarted_;                       // Never started; dispatched in the next Poll.
   MapWatcher map_;
   std::unique_ptr<BackgroundWorker> background_;
+  bool closing_ = false;  // The destructor has begun.
 };
 
 void ClusterClient::Adopt(const proto::ClusterMap& map) {
@@ -201,7 +205,7 @@ void ClusterClient::Submit(Client& session, OpPtr owned) {
 template <typename Result>
 void ClusterClient::OnDone(client_internal::ClusterOp* raw, Result result) {
   OpPtr op(raw);
-  if (!result.ok() && client_internal::MayRetry(*op, StatusOf(result))) {
+  if (!result.ok() && !closing_ && client_internal::MayRetry(*op, StatusOf(result))) {
     op->retried = true;
     op->needs_fetch = map_.Fetch(*background_);
     retries_.push_back(std::move(op));
