@@ -32,9 +32,6 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
-// What librkv exports: this header's declarations and nothing else.
-#define RKV_EXPORT __attribute__((visibility("default")))
-
 namespace rkv {
 
 struct ClientOptions {
@@ -76,7 +73,7 @@ struct OpCosts {
   uint64_t retries = 0;  // Restarts: torn or reused blocks, lost races.
 };
 
-class RKV_EXPORT Client {
+class Client {
  public:
   using GetCallback = std::function<void(absl::StatusOr<std::string>)>;
   using DoneCallback = std::function<void(absl::Status)>;
