@@ -3,9 +3,9 @@
 // its CQ and RC queue pair, and connects with the token in the request's
 // private data; a listener binds, and accepts or rejects each request. The
 // data path (verbs_fabric.cc: posting, polling, the send queue's
-// accounting) starts from the CmConnection these hand over and never calls
-// rdma_cm, as eRPC keeps a transport's session management apart from its
-// datapath.
+// accounting) starts from the CmConnection these hand over, as eRPC keeps a
+// transport's session management apart from its datapath; the listener's
+// event loop, which only hands requests here, and its probes stay there.
 #ifndef RKV_COMMON_FABRIC_VERBS_VERBS_CONNECT_H_
 #define RKV_COMMON_FABRIC_VERBS_VERBS_CONNECT_H_
 
