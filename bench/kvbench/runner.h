@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -78,7 +79,26 @@ class Benchmark {
 
  private:
   struct Worker;
-  absl::StatusOr<PhaseResult> RunPhase(const std::string& phase, bool load);
+  struct Phase;
+  // Opens a driver per thread, runs the threads with a progress line every
+  // second, and adds up what they did.
+  absl::StatusOr<PhaseResult> RunPhase(const std::string& name, bool load);
+  absl::StatusOr<std::vector<std::unique_ptr<Worker>>> OpenWorkers(Phase& phase);
+  // A worker thread: keeps --outstanding operations in flight, paced from
+  // intended start times, until the phase's quota or deadline.
+  void RunWorker(Phase& phase, Worker& w);
+  // Starts the mix's next operation; false once a load has handed out
+  // every record.
+  bool StartNextOp(Phase& phase, Worker& w, absl::Time intended);
+  // Puts, inserts and deletes; `then` runs when the store has answered.
+  void StartWrite(Worker& w, int64_t k, Op op, Verifier::Change change, absl::Time intended,
+                  std::function<void()> then);
+  void StartRead(const Phase& phase, Worker& w, int64_t k, Op op, absl::Time intended);
+  // Until every worker is done.
+  void ReportProgress(const Phase& phase,
+                      const std::vector<std::unique_ptr<Worker>>& workers) const;
+  PhaseResult Summarize(const Phase& phase,
+                        const std::vector<std::unique_ptr<Worker>>& workers) const;
 
   const RunConfig config_;
   std::unique_ptr<Verifier> verifier_;

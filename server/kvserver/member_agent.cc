@@ -1,9 +1,10 @@
 #include "server/kvserver/member_agent.h"
 
 #include <algorithm>
+#include <memory>
+#include <utility>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/monotonic_clock.h"
 
@@ -28,6 +29,35 @@ fabric::RemoteRegion FromProto(const proto::RegionDescriptor& r) {
   return {{r.endpoint().address(), ""}, r.base_address(), r.length(), r.rkey()};
 }
 
+PushOrder FromProto(const proto::PushOrder& o) {
+  PushOrder order{o.group(), o.config(), o.live(), o.wipe(), {}};
+  for (int i = 0; i < o.targets_size(); ++i) {
+    const proto::ServerInfo& t = o.targets(i);
+    PushOrder::Target& target = order.targets.emplace_back(
+        PushOrder::Target{t.id(), FromProto(t.region()), t.region().generation(), {}});
+    if (i < o.target_hashes_size()) {
+      target.hashes.assign(o.target_hashes(i).hashes().begin(), o.target_hashes(i).hashes().end());
+    }
+  }
+  return order;
+}
+
+void ToProto(const PushJob& job, proto::PushProgress* p) {
+  const PushOrder& order = job.order();
+  const PushProgress progress = job.Progress();
+  p->set_group(order.group);
+  p->set_config(order.config);
+  p->set_copied_bytes(progress.copied_bytes);
+  p->set_copy_bytes(progress.copy_bytes);
+  p->set_live(order.live);
+  for (const PushOrder::Target& t : order.targets) p->add_target_generations(t.generation);
+  if (progress.finished) {
+    p->set_done(progress.error.empty());
+    p->set_error(progress.error);
+    p->set_failed_target(progress.failed_target);
+  }
+}
+
 }  // namespace
 
 MemberAgent::MemberAgent(std::string id, std::string kind, RegionServer& region,
@@ -37,8 +67,6 @@ MemberAgent::MemberAgent(std::string id, std::string kind, RegionServer& region,
       region_(region),
       coord_(coord),
       copy_rate_(copy_rate) {}
-
-MemberAgent::~MemberAgent() { StopPush(); }
 
 proto::RegionStats MemberAgent::FreshStats() {
   if (absl::Now() - stats_at_ >= kStatsEvery) {
@@ -59,25 +87,15 @@ absl::Duration MemberAgent::RpcTimeout() const {
   return absl::Seconds(2);
 }
 
-void MemberAgent::StopPush() {
-  if (!pusher_.joinable()) return;
-  cancel_push_ = true;
-  pusher_.join();
-  cancel_push_ = false;
-}
-
 bool MemberAgent::ForgetPush() {
   // A push to a target that does not answer may take long to stop (it
   // drains what it posted): while serving, the heartbeat thread never
   // waits for it, or this server could miss the moment it must fence.
-  if (pusher_.joinable() && !push_done_.load()) {
-    cancel_push_ = true;
+  if (push_ != nullptr && !push_->finished()) {
+    push_->Cancel();
     return false;
   }
-  StopPush();
-  push_key_.clear();
-  push_group_.clear();
-  push_config_ = 0;
+  push_.reset();
   return true;
 }
 
@@ -86,10 +104,10 @@ void MemberAgent::Fence(const char* why) {
   // region is fenced: the fence must not wait for a target that does not
   // answer. A push of a reconfiguration runs fenced already, and may be
   // settling the memory: it stops first.
-  if (push_live_) {
-    cancel_push_ = pusher_.joinable();
+  if (push_ != nullptr && push_->order().live) {
+    push_->Cancel();
   } else {
-    StopPush();
+    push_.reset();
   }
   const uint64_t generation =
       std::max(region_.generation() + 1, static_cast<uint64_t>(absl::ToUnixMillis(absl::Now())));
@@ -98,8 +116,7 @@ void MemberAgent::Fence(const char* why) {
     RKV_LOG(FATAL) << "cannot fence the region (" << why << "): " << s;
   }
   // Whatever it was is over: nothing of it is reported.
-  StopPush();
-  ForgetPush();
+  push_.reset();
   // Nothing reaches the memory now but the pusher the coordinator will
   // give the new rkey: what it holds now is what the pusher must correct.
   chunk_hashes_ = region_.ChunkHashes();
@@ -108,69 +125,10 @@ void MemberAgent::Fence(const char* why) {
 }
 
 void MemberAgent::StartPush(const proto::PushOrder& order) {
-  std::string key = absl::StrCat(order.group(), "/", order.config(), order.live() ? "/live" : "");
-  for (const proto::ServerInfo& t : order.targets()) {
-    absl::StrAppend(&key, "/", t.id(), ":", t.region().generation());
-  }
-  if (key == push_key_) return;  // Under way, or done and reported.
-  if (!ForgetPush()) return;     // The next heartbeat brings the order again.
-  push_key_ = std::move(key);
-  push_group_ = order.group();
-  push_config_ = order.config();
-  push_live_ = order.live();
-  push_target_generations_.clear();
-  push_copied_ = 0;
-  push_done_ = false;
-  push_error_.clear();
-  push_failed_target_.clear();
-  struct Target {
-    std::string id;
-    fabric::RemoteRegion region;
-    std::vector<uint64_t> hashes;
-  };
-  std::vector<Target> targets;
-  std::string names;
-  for (int i = 0; i < order.targets_size(); ++i) {
-    const proto::ServerInfo& t = order.targets(i);
-    Target& target = targets.emplace_back(Target{t.id(), FromProto(t.region()), {}});
-    push_target_generations_.push_back(t.region().generation());
-    if (i < order.target_hashes_size()) {
-      target.hashes.assign(order.target_hashes(i).hashes().begin(),
-                           order.target_hashes(i).hashes().end());
-    }
-    absl::StrAppend(&names, names.empty() ? "" : ",", t.id());
-  }
-  push_total_ = region_.PushBytes() * targets.size();
-  RKV_LOG(INFO) << "group " << order.group() << " config " << order.config() << ": "
-                << (order.live()
-                        ? absl::StrCat("copying this serving region live to ", names)
-                        : absl::StrCat("settling", order.wipe() ? " a blank region" : " this copy",
-                                       targets.empty() ? "" : " and pushing it to " + names));
-  pusher_ = std::thread([this, targets = std::move(targets), live = order.live(),
-                         wipe = order.wipe()] {
-    const absl::Time start = absl::Now();
-    absl::Status s = live ? absl::OkStatus() : region_.Settle(wipe);
-    uint64_t sent = 0;
-    const RegionServer::PushControl control{&push_copied_, &cancel_push_, live ? copy_rate_ : 0};
-    for (const Target& t : targets) {
-      if (!s.ok()) break;
-      absl::StatusOr<uint64_t> n = region_.Push(t.region, t.hashes, control);
-      if (n.ok()) {
-        sent += *n;
-      } else {
-        s = n.status();
-        push_failed_target_ = t.id;
-      }
-    }
-    if (!s.ok()) {
-      push_error_ = std::string(s.message());
-      RKV_LOG(WARNING) << "push for group " << push_group_ << " failed: " << s;
-    } else {
-      RKV_LOG(INFO) << "push for group " << push_group_ << " done: " << (sent >> 10)
-                    << " KiB sent of " << (push_total_ >> 10) << " KiB in " << absl::Now() - start;
-    }
-    push_done_ = true;
-  });
+  PushOrder wanted = FromProto(order);
+  if (push_ != nullptr && push_->Carries(wanted)) return;  // Under way, or done and reported.
+  if (!ForgetPush()) return;  // The next heartbeat brings the order again.
+  push_ = std::make_unique<PushJob>(region_, std::move(wanted), copy_rate_);
 }
 
 grpc::Status MemberAgent::Exchange() {
@@ -209,20 +167,8 @@ grpc::Status MemberAgent::Exchange() {
   req.set_id(id_);
   req.set_generation(region_.generation());
   *req.mutable_stats() = FreshStats();
-  if (!push_group_.empty() && !cancel_push_.load()) {
-    proto::PushProgress* p = req.mutable_push();
-    p->set_group(push_group_);
-    p->set_config(push_config_);
-    p->set_copied_bytes(push_copied_.load());
-    p->set_copy_bytes(push_total_);
-    p->set_live(push_live_);
-    for (uint64_t g : push_target_generations_) p->add_target_generations(g);
-    if (push_done_.load()) {
-      p->set_done(push_error_.empty());
-      p->set_error(push_error_);
-      p->set_failed_target(push_failed_target_);
-    }
-  }
+  // A cancelled push carries out no order any more.
+  if (push_ != nullptr && !push_->cancelled()) ToProto(*push_, req.mutable_push());
   proto::HeartbeatResponse resp;
   grpc::Status s = coord_.stub().Heartbeat(&ctx, req, &resp);
   if (s.error_code() == grpc::StatusCode::NOT_FOUND ||
@@ -240,7 +186,7 @@ grpc::Status MemberAgent::Exchange() {
     Fence("ordered by the coordinator");
   } else if (resp.has_push()) {
     StartPush(resp.push());
-  } else if (!push_group_.empty()) {
+  } else if (push_ != nullptr) {
     // The order is gone: the group serves, or moved on (a spare copied
     // live went away, say).
     ForgetPush();
@@ -276,20 +222,20 @@ absl::Status MemberAgent::Run(const volatile std::sig_atomic_t* stop) {
         : hurry_     ? absl::Milliseconds(20)
                      : std::max(absl::Milliseconds(50), lease_ / (replicas_ > 1 ? 6 : 3));
     const absl::Time until = MonotonicNow() + interval;
-    const bool pushing = pusher_.joinable() && !push_done_.load();
+    const bool pushing = push_ != nullptr && !push_->finished();
     while (!*stop && MonotonicNow() < until) {
-      if (pushing && push_done_.load()) break;  // Report it at once.
+      if (pushing && push_->finished()) break;  // Report it at once.
       // Replicated: three quarters of a lease unrenewed, and the
       // coordinator may soon give the group to the other members.
       if (replicas_ > 1 && registered_ && MonotonicNow() >= FenceBy()) break;
       absl::SleepFor(absl::Milliseconds(10));
     }
   }
-  cancel_push_ = pusher_.joinable();
+  if (push_ != nullptr) push_->Cancel();
   // No client is served once the coordinator may have given the group to
   // others.
   region_.StopServing();
-  StopPush();
+  push_.reset();
   if (registered_) {
     grpc::ClientContext ctx;
     coord_.Prepare(&ctx, absl::Seconds(1));

@@ -3,22 +3,22 @@
 // carries out what the coordinator orders for its replica group — fence
 // (register anew under a new rkey, telling the coordinator the hashes of its
 // region's chunks) and push (settle this copy, then send the group's other
-// members the chunks they lack; or, serving, copy it live to spares), on a
-// thread of its own, reporting progress with each heartbeat. In a replicated cluster it also fences
+// members the chunks they lack; or, serving, copy it live to spares) as a
+// PushJob, reporting its progress with each heartbeat. In a replicated cluster it also fences
 // the region itself when it cannot renew its lease in time: by then the coordinator may have given
 // the group to the other members, and a client still reaching this copy must not read or write it.
 #ifndef RKV_SERVER_KVSERVER_MEMBER_AGENT_H_
 #define RKV_SERVER_KVSERVER_MEMBER_AGENT_H_
 
-#include <atomic>
 #include <csignal>
+#include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "proto/coordinator_stub.h"
+#include "server/kvserver/push_job.h"
 #include "server/kvserver/region_server.h"
 
 namespace rkv::server {
@@ -29,7 +29,6 @@ class MemberAgent {
   // which share the fabric with clients (0: none).
   MemberAgent(std::string id, std::string kind, RegionServer& region, CoordinatorStub& coord,
               uint64_t copy_rate = 0);
-  ~MemberAgent();
 
   // Runs until *stop is set, then deregisters. An error when the
   // coordinator refuses this server for good (wrong token, bad request).
@@ -40,9 +39,7 @@ class MemberAgent {
   grpc::Status Exchange();
   void Fence(const char* why);
   void StartPush(const proto::PushOrder& order);
-  // Cancels the push and waits for its thread.
-  void StopPush();
-  // Clears the push if its thread has ended; otherwise only cancels it,
+  // Drops the push if its thread has ended; otherwise only cancels it,
   // without waiting, and returns false.
   bool ForgetPush();
   proto::RegionStats FreshStats();
@@ -71,20 +68,10 @@ class MemberAgent {
   proto::RegionStats stats_;
   absl::Time stats_at_ = absl::InfinitePast();
 
-  // The push under way or last finished, and the order it carries out
-  // (group, configuration, live, targets' registrations).
-  std::thread pusher_;
-  std::string push_key_;
-  std::string push_group_;
-  uint64_t push_config_ = 0;
-  bool push_live_ = false;
-  std::vector<uint64_t> push_target_generations_;
-  std::atomic<uint64_t> push_copied_{0};
-  uint64_t push_total_ = 0;
-  std::atomic<bool> push_done_{false};
-  std::atomic<bool> cancel_push_{false};
-  std::string push_error_;          // Written by the pusher before push_done_.
-  std::string push_failed_target_;  // Likewise: the target it could not copy to.
+  // The push under way, or finished and not yet forgotten (a finished
+  // push is reported until the coordinator's order goes). Destroying it
+  // cancels it and waits for its thread.
+  std::unique_ptr<PushJob> push_;
 };
 
 }  // namespace rkv::server

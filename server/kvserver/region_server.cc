@@ -241,105 +241,153 @@ absl::Status RegionServer::CheckTarget(fabric::QueuePair& qp, const fabric::Remo
   return absl::OkStatus();
 }
 
-absl::StatusOr<uint64_t> RegionServer::Push(const fabric::RemoteRegion& t,
-                                            absl::Span<const uint64_t> target_hashes,
-                                            const PushControl& control) {
-  if (t.length != layout_.region_bytes) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("target region of ", t.length, " bytes; this one has ", layout_.region_bytes));
-  }
-  const std::vector<Chunk> chunks = PushChunks();
-  if (!target_hashes.empty() && target_hashes.size() != chunks.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("the target sent ", target_hashes.size(),
-                                                   " chunk hashes; this region has ",
-                                                   chunks.size()));
-  }
-  // Chunks go out of a staging buffer, copied with word loads: serving,
-  // the region changes under the copy (a torn chunk is sent again when the
-  // spare joins), and a chunk's hash must be that of the bytes sent.
-  const uint32_t chunk_bytes = static_cast<uint32_t>(PushChunkBytes());
-  const int window = std::clamp<int>(static_cast<int>((16u << 20) / chunk_bytes), 2, 64);
-  const size_t staging_bytes = std::max<size_t>(size_t{chunk_bytes} * window, layout::kHeaderBytes);
-  std::unique_ptr<uint8_t[]> staging(new uint8_t[staging_bytes]);
-  RKV_ASSIGN_OR_RETURN(std::unique_ptr<fabric::MemoryRegion> mr,
-                       fabric_->RegisterMemory(staging.get(), staging_bytes, fabric::kLocalWrite));
-  // The queue pair goes before the memory its requests use.
-  fabric::Endpoint endpoint = t.endpoint;
-  if (endpoint.token.empty()) endpoint.token = token_;
-  RKV_ASSIGN_OR_RETURN(std::unique_ptr<fabric::QueuePair> qp, fabric_->Connect(endpoint));
-  RKV_RETURN_IF_ERROR(CheckTarget(*qp, t, staging.get(), mr->lkey()));
-
+// One Push's connection to its target and its window of WRITEs in flight,
+// each sent out of a staging slot of its own.
+struct RegionServer::PushState {
+  // In this order, so that the queue pair goes before the memory its
+  // requests use.
+  std::unique_ptr<uint8_t[]> staging;
+  std::unique_ptr<fabric::MemoryRegion> mr;
+  std::unique_ptr<fabric::QueuePair> qp;
+  uint32_t chunk_bytes = 0;
+  int window = 0;
   std::vector<int> free_slots;
-  for (int i = window - 1; i >= 0; --i) free_slots.push_back(i);
-  std::vector<uint32_t> lengths(window);
-  fabric::Completion cs[64];
-  const absl::Time start = absl::Now();
-  absl::Time heard = start;
+  std::vector<uint32_t> lengths;  // Of the chunk in each slot.
+  size_t next = 0;                // The next chunk to stage.
   uint64_t sent = 0;
-  size_t next = 0;
+  absl::Time start;
+  absl::Time heard;  // The last completion, or the last moment nothing was in flight.
   std::vector<fabric::WorkRequest> batch;
-  while (next < chunks.size() || free_slots.size() < size_t(window)) {
-    const int in_flight = window - static_cast<int>(free_slots.size());
-    if (control.cancel->load()) {
-      // Nothing may still be landing once we return: drain what is posted.
-      for (int left = in_flight; left > 0 && absl::Now() - heard < absl::Seconds(10);) {
-        const size_t got = qp->Wait(absl::MakeSpan(cs), absl::Milliseconds(100));
-        if (got > 0) heard = absl::Now();
-        left -= static_cast<int>(got);
-      }
-      return absl::CancelledError("push cancelled");
-    }
-    batch.clear();
-    while (!free_slots.empty() && next < chunks.size() && !control.cancel->load()) {
-      const Chunk& c = chunks[next];
-      if (c.starts_range && free_slots.size() < size_t(window))
-        break;  // The last range lands first.
-      if (control.bytes_per_second > 0 &&
-          absl::Now() < start + absl::Seconds(double(sent) / control.bytes_per_second)) {
-        break;  // Over the ceiling: wait for completions, or a while.
-      }
-      const int slot = free_slots.back();
-      uint8_t* const stage = staging.get() + static_cast<size_t>(slot) * chunk_bytes;
-      fabric::CopyFromShared(stage, memory_ + c.offset, c.length);
-      next++;
-      if (!target_hashes.empty() && XXH64(absl::string_view(reinterpret_cast<const char*>(stage),
-                                                            c.length)) == target_hashes[next - 1]) {
-        control.copied->fetch_add(c.length, std::memory_order_relaxed);
-        continue;  // The target holds these bytes already.
-      }
-      free_slots.pop_back();
-      lengths[slot] = c.length;
-      sent += c.length;
-      batch.push_back(
-          fabric::WorkRequest::Write(slot, stage, c.length, mr->lkey(), t.base + c.offset, t.rkey));
-    }
-    if (!batch.empty()) RKV_RETURN_IF_ERROR(qp->Post(batch));
-    if (free_slots.size() == size_t(window)) {
-      // Nothing in flight: only the rate ceiling holds the next chunk back.
-      if (next < chunks.size() && !control.cancel->load()) absl::SleepFor(absl::Milliseconds(5));
-      heard = absl::Now();
-      continue;
-    }
+  fabric::Completion completions[64];
+
+  int in_flight() const { return window - static_cast<int>(free_slots.size()); }
+  uint8_t* slot(int i) const { return staging.get() + static_cast<size_t>(i) * chunk_bytes; }
+
+  // Waits a while for completions, freeing their slots.
+  absl::Status AwaitCompletions(const PushControl& control) {
     if (control.while_waiting) control.while_waiting();
-    const size_t got = qp->Wait(absl::MakeSpan(cs), absl::Milliseconds(100));
+    const size_t got = qp->Wait(absl::MakeSpan(completions), absl::Milliseconds(100));
     if (got == 0) {
       if (absl::Now() - heard > absl::Seconds(10)) {
         return absl::DeadlineExceededError("no completion from the target in 10 s");
       }
-      continue;
+      return absl::OkStatus();
     }
     heard = absl::Now();
     for (size_t i = 0; i < got; ++i) {
-      if (cs[i].status != fabric::CompletionStatus::kSuccess) {
-        return absl::UnavailableError(
-            absl::StrCat("writing the copy: ", fabric::CompletionStatusName(cs[i].status)));
+      if (completions[i].status != fabric::CompletionStatus::kSuccess) {
+        return absl::UnavailableError(absl::StrCat(
+            "writing the copy: ", fabric::CompletionStatusName(completions[i].status)));
       }
-      const int slot = static_cast<int>(cs[i].wr_id);
-      control.copied->fetch_add(lengths[slot], std::memory_order_relaxed);
-      free_slots.push_back(slot);
+      const int freed = static_cast<int>(completions[i].wr_id);
+      control.copied->fetch_add(lengths[freed], std::memory_order_relaxed);
+      free_slots.push_back(freed);
+    }
+    return absl::OkStatus();
+  }
+
+  // Nothing may still be landing once a cancelled push returns: waits for
+  // what is posted, unless the target has gone quiet for 10 s.
+  void DrainPosted() {
+    for (int left = in_flight(); left > 0 && absl::Now() - heard < absl::Seconds(10);) {
+      const size_t got = qp->Wait(absl::MakeSpan(completions), absl::Milliseconds(100));
+      if (got > 0) heard = absl::Now();
+      left -= static_cast<int>(got);
     }
   }
-  return sent;
+};
+
+absl::Status RegionServer::CheckPushArguments(const fabric::RemoteRegion& t, size_t target_hashes,
+                                              size_t chunks) const {
+  if (t.length != layout_.region_bytes) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("target region of ", t.length, " bytes; this one has ", layout_.region_bytes));
+  }
+  if (target_hashes != 0 && target_hashes != chunks) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the target sent ", target_hashes, " chunk hashes; this region has ", chunks));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<RegionServer::PushState>> RegionServer::OpenPush(
+    const fabric::RemoteRegion& t) {
+  auto push = std::make_unique<PushState>();
+  // Chunks go out of a staging buffer, copied with word loads: serving,
+  // the region changes under the copy (a torn chunk is sent again when the
+  // spare joins), and a chunk's hash must be that of the bytes sent.
+  push->chunk_bytes = static_cast<uint32_t>(PushChunkBytes());
+  push->window = std::clamp<int>(static_cast<int>((16u << 20) / push->chunk_bytes), 2, 64);
+  const size_t staging_bytes =
+      std::max<size_t>(size_t{push->chunk_bytes} * push->window, layout::kHeaderBytes);
+  push->staging.reset(new uint8_t[staging_bytes]);
+  RKV_ASSIGN_OR_RETURN(
+      push->mr, fabric_->RegisterMemory(push->staging.get(), staging_bytes, fabric::kLocalWrite));
+  fabric::Endpoint endpoint = t.endpoint;
+  if (endpoint.token.empty()) endpoint.token = token_;
+  RKV_ASSIGN_OR_RETURN(push->qp, fabric_->Connect(endpoint));
+  RKV_RETURN_IF_ERROR(CheckTarget(*push->qp, t, push->staging.get(), push->mr->lkey()));
+  for (int i = push->window - 1; i >= 0; --i) push->free_slots.push_back(i);
+  push->lengths.resize(push->window);
+  push->start = push->heard = absl::Now();
+  return push;
+}
+
+absl::Status RegionServer::PostChunks(PushState& push, absl::Span<const Chunk> chunks,
+                                      const fabric::RemoteRegion& t,
+                                      absl::Span<const uint64_t> target_hashes,
+                                      const PushControl& control) {
+  push.batch.clear();
+  while (!push.free_slots.empty() && push.next < chunks.size() && !control.cancel->load()) {
+    const Chunk& c = chunks[push.next];
+    if (c.starts_range && push.in_flight() > 0) break;  // The last range lands first.
+    if (control.bytes_per_second > 0 &&
+        absl::Now() < push.start + absl::Seconds(double(push.sent) / control.bytes_per_second)) {
+      break;  // Over the ceiling: wait for completions, or a while.
+    }
+    const int slot = push.free_slots.back();
+    uint8_t* const stage = push.slot(slot);
+    fabric::CopyFromShared(stage, memory_ + c.offset, c.length);
+    push.next++;
+    if (!target_hashes.empty() &&
+        XXH64(absl::string_view(reinterpret_cast<const char*>(stage), c.length)) ==
+            target_hashes[push.next - 1]) {
+      control.copied->fetch_add(c.length, std::memory_order_relaxed);
+      continue;  // The target holds these bytes already.
+    }
+    push.free_slots.pop_back();
+    push.lengths[slot] = c.length;
+    push.sent += c.length;
+    push.batch.push_back(fabric::WorkRequest::Write(slot, stage, c.length, push.mr->lkey(),
+                                                    t.base + c.offset, t.rkey));
+  }
+  if (push.batch.empty()) return absl::OkStatus();
+  return push.qp->Post(push.batch);
+}
+
+absl::StatusOr<uint64_t> RegionServer::Push(const fabric::RemoteRegion& t,
+                                            absl::Span<const uint64_t> target_hashes,
+                                            const PushControl& control) {
+  const std::vector<Chunk> chunks = PushChunks();
+  RKV_RETURN_IF_ERROR(CheckPushArguments(t, target_hashes.size(), chunks.size()));
+  RKV_ASSIGN_OR_RETURN(std::unique_ptr<PushState> push, OpenPush(t));
+  while (push->next < chunks.size() || push->in_flight() > 0) {
+    if (control.cancel->load()) {
+      push->DrainPosted();
+      return absl::CancelledError("push cancelled");
+    }
+    RKV_RETURN_IF_ERROR(PostChunks(*push, chunks, t, target_hashes, control));
+    if (push->in_flight() == 0) {
+      // Nothing in flight: only the rate ceiling holds the next chunk back.
+      if (push->next < chunks.size() && !control.cancel->load()) {
+        absl::SleepFor(absl::Milliseconds(5));
+      }
+      push->heard = absl::Now();
+      continue;
+    }
+    RKV_RETURN_IF_ERROR(push->AwaitCompletions(control));
+  }
+  return push->sent;
 }
 
 fabric::RemoteRegion RegionServer::address() const {

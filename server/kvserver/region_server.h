@@ -129,9 +129,22 @@ class RegionServer {
   explicit RegionServer(fabric::Fabric& fabric) : fabric_(&fabric) {}
   absl::Status MapFile(const RegionServerOptions& options);
   uint64_t PushChunkBytes() const;
+
+  // Push, in steps; PushState (region_server.cc) carries one push's
+  // connection, staging memory and window of chunks in flight between them.
+  struct PushState;
+  // A target of this region's size, and a hash per chunk if any.
+  absl::Status CheckPushArguments(const fabric::RemoteRegion& t, size_t target_hashes,
+                                  size_t chunks) const;
+  absl::StatusOr<std::unique_ptr<PushState>> OpenPush(const fabric::RemoteRegion& t);
   // Reads the target's header and checks that its geometry is this one's.
   absl::Status CheckTarget(fabric::QueuePair& qp, const fabric::RemoteRegion& t, uint8_t* buffer,
                            uint32_t lkey);
+  // Stages the next chunks into free slots and posts those the target
+  // lacks, as far as the window, the rate ceiling and range order allow.
+  absl::Status PostChunks(PushState& push, absl::Span<const Chunk> chunks,
+                          const fabric::RemoteRegion& t, absl::Span<const uint64_t> target_hashes,
+                          const PushControl& control);
 
   fabric::Fabric* fabric_;
   std::string token_;

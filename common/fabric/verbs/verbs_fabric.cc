@@ -1,6 +1,5 @@
 #include "common/fabric/verbs/verbs_fabric.h"
 
-#include <fcntl.h>
 #include <infiniband/verbs.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -21,6 +20,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/fabric/verbs/verbs_connect.h"
+#include "common/fabric/verbs/verbs_device.h"
 #include "common/fabric/work_request_check.h"
 #include "common/logging.h"
 #include "common/socket.h"
@@ -29,56 +30,10 @@
 namespace rkv::fabric {
 namespace {
 
-// RC connect requests carry at most 56 bytes of private data on InfiniBand.
-constexpr size_t kMaxVerbsToken = 56;
-// What a listener's rejection for a wrong token carries, so that the
-// initiator can tell it from a port where nobody listens.
-constexpr char kTokenRefused[] = "rkv: token refused";
-// Outstanding READs/atomics asked for; capped by what the device supports.
-constexpr int kWantRdAtomic = 16;
-// Local ACK timeout, as 4.096 us * 2^n: 2^16 is about 268 ms. With
-// kRetryCount retries a peer that stopped answering is reported within about
-// 2 s (kRetryExceeded) instead of the minutes rdma_cm's RoCE default allows.
-// Not 7 retries: the InfiniBand spec makes only the RNR retry count of 7
-// infinite, but rxe treats a transport retry count of 7 as infinite too, and
-// a dead peer would then never be reported.
-constexpr uint8_t kAckTimeout = 16;
-constexpr int kRetryCount = 6;
 // How often a listener checks that the peers of its connections still answer.
 constexpr absl::Duration kProbeInterval = absl::Seconds(2);
 // Wait spins this long before it sleeps on the completion channel.
 constexpr absl::Duration kSpinBeforeSleep = absl::Microseconds(50);
-
-std::string ErrnoText(int err) { return std::strerror(err); }
-
-// The device and protection domain every region and queue pair of one
-// Fabric shares; kept alive by each of them. The context is librdmacm's own
-// (rdma_get_devices), the one its cm ids carry: a context from
-// ibv_open_device would be another object for the same device, and
-// rdma_create_qp refuses a protection domain of another context.
-class VerbsDevice {
- public:
-  VerbsDevice(ibv_context* ctx, ibv_pd* pd, const ibv_device_attr& attr, std::string name)
-      : ctx_(ctx), pd_(pd), attr_(attr), name_(std::move(name)) {}
-  ~VerbsDevice() { ibv_dealloc_pd(pd_); }  // librdmacm owns the context.
-  ibv_context* ctx() const { return ctx_; }
-  ibv_pd* pd() const { return pd_; }
-  const ibv_device_attr& attr() const { return attr_; }
-  const std::string& name() const { return name_; }
-  int rd_atomic_initiator() const { return std::min(kWantRdAtomic, attr_.max_qp_init_rd_atom); }
-  int rd_atomic_responder() const { return std::min(kWantRdAtomic, attr_.max_qp_rd_atom); }
-
- private:
-  ibv_context* const ctx_;
-  ibv_pd* const pd_;
-  const ibv_device_attr attr_;
-  const std::string name_;
-};
-
-// The cm id's device, named for error messages.
-std::string DeviceName(const rdma_cm_id* id) {
-  return id->verbs != nullptr ? ibv_get_device_name(id->verbs->device) : "none";
-}
 
 // One ibv completion channel for the CQs of many queue pairs. Each attached
 // CQ is armed when it is created and re-armed as soon as its event is
@@ -123,69 +78,9 @@ class VerbsCompletionChannel final : public CompletionChannel {
   std::mutex mu_;  // One thread takes events at a time.
 };
 
-// Owns an rdma_cm event channel and one id on it, with the id's QP, CQ and
-// completion channel.
-struct CmConnection {
-  rdma_event_channel* channel = nullptr;  // Null for ids accepted by a listener.
-  rdma_cm_id* id = nullptr;
-  ibv_comp_channel* comp_channel = nullptr;
-  ibv_cq* cq = nullptr;  // Null for accepted ids: the listener's CQ serves them.
-  bool has_qp = false;
-
-  ~CmConnection() {
-    if (id != nullptr) {
-      if (has_qp) {
-        rdma_disconnect(id);
-        rdma_destroy_qp(id);
-      }
-      rdma_destroy_id(id);
-    }
-    if (cq != nullptr) ibv_destroy_cq(cq);
-    if (comp_channel != nullptr) ibv_destroy_comp_channel(comp_channel);
-    if (channel != nullptr) rdma_destroy_event_channel(channel);
-  }
-};
-
 absl::StatusOr<sockaddr_in> ParseAddress(absl::string_view address) {
   RKV_ASSIGN_OR_RETURN(HostPort hp, ParseHostPort(address));
   return ToSockaddr(hp);
-}
-
-void SetNonBlocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
-
-// Waits for the next CM event on `channel` and checks it is `want`.
-absl::Status ExpectEvent(rdma_event_channel* channel, rdma_cm_event_type want,
-                         absl::Duration timeout, const std::string& what) {
-  pollfd pfd{channel->fd, POLLIN, 0};
-  const int ms = static_cast<int>(absl::ToInt64Milliseconds(timeout));
-  int rc;
-  do {
-    rc = ::poll(&pfd, 1, ms);
-  } while (rc < 0 && errno == EINTR);
-  if (rc == 0) {
-    return absl::DeadlineExceededError(
-        absl::StrCat(what, ": timed out waiting for ", rdma_event_str(want)));
-  }
-  rdma_cm_event* event = nullptr;
-  if (rdma_get_cm_event(channel, &event) != 0) return ErrnoToStatus(errno, what);
-  const rdma_cm_event_type got = event->event;
-  const int status = event->status;
-  const bool token_refused =
-      got == RDMA_CM_EVENT_REJECTED && event->param.conn.private_data != nullptr &&
-      event->param.conn.private_data_len >= sizeof(kTokenRefused) - 1 &&
-      std::memcmp(event->param.conn.private_data, kTokenRefused, sizeof(kTokenRefused) - 1) == 0;
-  rdma_ack_cm_event(event);
-  if (got == want) return absl::OkStatus();
-  if (token_refused) {
-    return absl::PermissionDeniedError(
-        absl::StrCat(what, ": the target refused the connection token"));
-  }
-  if (got == RDMA_CM_EVENT_REJECTED) {
-    return absl::UnavailableError(
-        absl::StrCat(what, ": rejected (status ", status, "): nobody listens there?"));
-  }
-  return absl::UnavailableError(
-      absl::StrCat(what, ": ", rdma_event_str(got), " (status ", status, ")"));
 }
 
 CompletionStatus MapStatus(ibv_wc_status s) {
@@ -639,62 +534,15 @@ class VerbsListener final : public Listener {
     accepted_.erase(it);
   }
 
-  bool TokenMatches(const rdma_cm_event* event) const {
-    if (token_.empty()) return true;
-    const auto* data = static_cast<const char*>(event->param.conn.private_data);
-    const size_t len = event->param.conn.private_data_len;
-    // The transport may pad private data with zeros.
-    if (data == nullptr || len < token_.size()) return false;
-    if (std::memcmp(data, token_.data(), token_.size()) != 0) return false;
-    return std::all_of(data + token_.size(), data + len, [](char c) { return c == 0; });
-  }
-
   void OnConnectRequest(rdma_cm_event* event) {
-    rdma_cm_id* id = event->id;
-    const uint8_t initiator_depth = event->param.conn.initiator_depth;
-    const bool token_ok = TokenMatches(event);
-    rdma_ack_cm_event(event);
-    if (!token_ok || id->verbs != device_->ctx()) {
-      RKV_LOG(WARNING) << "verbs fabric " << address_ << ": rejected a connection: "
-                       << (token_ok
-                               ? "arrived on device " + DeviceName(id) + ", not " + device_->name()
-                               : std::string("wrong connection token"));
-      if (token_ok) {
-        rdma_reject(id, nullptr, 0);
-      } else {
-        rdma_reject(id, kTokenRefused, sizeof(kTokenRefused) - 1);
-      }
-      rdma_destroy_id(id);
-      return;
-    }
-    auto conn = std::make_unique<CmConnection>();
-    conn->id = id;
-    ibv_qp_init_attr attr{};
-    attr.send_cq = attr.recv_cq = cq_;
-    attr.qp_type = IBV_QPT_RC;
-    attr.cap = {2, 1, 1, 1, 0};  // Room for a probe.
-    if (rdma_create_qp(id, device_->pd(), &attr) != 0) {
-      RKV_LOG(WARNING) << "verbs fabric " << address_
-                       << ": cannot create a QP: " << ErrnoText(errno);
-      rdma_reject(id, nullptr, 0);
-      return;  // conn destroys the id.
-    }
-    conn->has_qp = true;
-    uint8_t ack_timeout = kAckTimeout;
-    rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &ack_timeout,
-                    sizeof(ack_timeout));
-    rdma_conn_param param{};
-    param.responder_resources =
-        static_cast<uint8_t>(std::min<int>(initiator_depth, device_->rd_atomic_responder()));
-    param.initiator_depth = 0;
-    param.retry_count = kRetryCount;
-    param.rnr_retry_count = 7;
-    if (rdma_accept(id, &param) != 0) {
-      RKV_LOG(WARNING) << "verbs fabric " << address_ << ": rdma_accept: " << ErrnoText(errno);
+    rdma_cm_id* const id = event->id;
+    absl::StatusOr<std::unique_ptr<CmConnection>> conn = AcceptCm(*device_, event, token_, cq_);
+    if (!conn.ok()) {
+      RKV_LOG(WARNING) << "verbs fabric " << address_ << ": " << conn.status().message();
       return;
     }
     Accepted& a = accepted_[id];
-    a.conn = std::move(conn);
+    a.conn = *std::move(conn);
     a.serial = ++last_serial_;
     serials_[a.serial] = id;
   }
@@ -746,30 +594,9 @@ class VerbsFabric final : public Fabric {
           absl::StrCat("verbs connection tokens are at most ", kMaxVerbsToken, " bytes"));
     }
     RKV_ASSIGN_OR_RETURN(sockaddr_in sa, ParseAddress(options.address));
-    auto conn = std::make_unique<CmConnection>();
+    RKV_ASSIGN_OR_RETURN(std::unique_ptr<CmConnection> conn,
+                         ListenCm(*device_, sa, options.address));
     const std::string what = absl::StrCat("verbs listen on ", options.address);
-    conn->channel = rdma_create_event_channel();
-    if (conn->channel == nullptr) return ErrnoToStatus(errno, what);
-    if (rdma_create_id(conn->channel, &conn->id, nullptr, RDMA_PS_TCP) != 0) {
-      return ErrnoToStatus(errno, what);
-    }
-    if (rdma_bind_addr(conn->id, reinterpret_cast<sockaddr*>(&sa)) != 0) {
-      const int err = errno;
-      if (err == ENODEV || err == EADDRNOTAVAIL) {
-        return absl::FailedPreconditionError(
-            absl::StrCat(what,
-                         ": no RDMA device has this address (`rdma link show` lists the "
-                         "interfaces that have one)"));
-      }
-      return ErrnoToStatus(err, what);
-    }
-    // A specific address belongs to one device; a wildcard binds none yet.
-    if (conn->id->verbs != nullptr && conn->id->verbs != device_->ctx()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(what, ": the address is on device ", DeviceName(conn->id), ", not ",
-                       device_->name(), "; pass --rdma_device=", DeviceName(conn->id)));
-    }
-    if (rdma_listen(conn->id, 1024) != 0) return ErrnoToStatus(errno, what);
     ibv_cq* cq = ibv_create_cq(device_->ctx(), VerbsListener::kCqEntries, nullptr, nullptr, 0);
     if (cq == nullptr) return ErrnoToStatus(errno, absl::StrCat(what, ": ibv_create_cq"));
     const std::string host = options.address.substr(0, options.address.rfind(':'));
@@ -798,93 +625,16 @@ class VerbsFabric final : public Fabric {
     if (options.channel != nullptr && shared == nullptr) {
       return absl::InvalidArgumentError("Connect: the completion channel is another fabric's");
     }
-    const std::string what = absl::StrCat("verbs connect to ", endpoint.address);
-    const uint32_t max_qp_wr = static_cast<uint32_t>(device_->attr().max_qp_wr);
-    if (options.max_send_wr == 0 || options.max_send_wr > max_qp_wr) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          what, ": a queue pair of ", options.max_send_wr, " requests was asked for; device ",
-          device_->name(), " allows 1 to ", max_qp_wr));
-    }
-    if (device_->rd_atomic_initiator() < 1) {
-      return absl::FailedPreconditionError(absl::StrCat(what, ": device ", device_->name(),
-                                                        " allows no outstanding READs or atomics"));
-    }
-    const int timeout_ms = static_cast<int>(absl::ToInt64Milliseconds(options.connect_timeout));
-    auto conn = std::make_unique<CmConnection>();
-    conn->channel = rdma_create_event_channel();
-    if (conn->channel == nullptr) return ErrnoToStatus(errno, what);
-    SetNonBlocking(conn->channel->fd);
-    if (rdma_create_id(conn->channel, &conn->id, nullptr, RDMA_PS_TCP) != 0) {
-      return ErrnoToStatus(errno, what);
-    }
-    // rdma_cm resolves the address, route, GID and path MTU for us.
-    // Failing to reach the target is Unavailable whatever errno says (no
-    // route is ENODEV, which would read as NotFound).
-    const auto unreachable = [&](int err) {
-      return absl::UnavailableError(absl::StrCat(what, ": ", ErrnoText(err)));
-    };
-    if (rdma_resolve_addr(conn->id, nullptr, reinterpret_cast<sockaddr*>(&sa), timeout_ms) != 0) {
-      return unreachable(errno);
-    }
-    RKV_RETURN_IF_ERROR(
-        ExpectEvent(conn->channel, RDMA_CM_EVENT_ADDR_RESOLVED, options.connect_timeout, what));
-    if (conn->id->verbs != device_->ctx()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(what, ": the route leaves through device ", DeviceName(conn->id), ", not ",
-                       device_->name(), "; pass --rdma_device=", DeviceName(conn->id)));
-    }
-    uint8_t ack_timeout = kAckTimeout;
-    rdma_set_option(conn->id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &ack_timeout,
-                    sizeof(ack_timeout));
-    if (rdma_resolve_route(conn->id, timeout_ms) != 0) return unreachable(errno);
-    RKV_RETURN_IF_ERROR(
-        ExpectEvent(conn->channel, RDMA_CM_EVENT_ROUTE_RESOLVED, options.connect_timeout, what));
-
-    ibv_comp_channel* comp_channel = shared != nullptr ? shared->get() : nullptr;
-    if (comp_channel == nullptr) {
-      conn->comp_channel = comp_channel = ibv_create_comp_channel(device_->ctx());
-      if (comp_channel == nullptr) {
-        return ErrnoToStatus(errno, absl::StrCat(what, ": ibv_create_comp_channel"));
-      }
-      SetNonBlocking(comp_channel->fd);
-    }
-    conn->cq = ibv_create_cq(device_->ctx(), static_cast<int>(options.max_send_wr), nullptr,
-                             comp_channel, 0);
-    if (conn->cq == nullptr) return ErrnoToStatus(errno, absl::StrCat(what, ": ibv_create_cq"));
-    if (shared != nullptr) ibv_req_notify_cq(conn->cq, 0);
-    ibv_qp_init_attr attr{};
-    attr.send_cq = attr.recv_cq = conn->cq;
-    attr.qp_type = IBV_QPT_RC;
-    attr.sq_sig_all = 0;  // Selective signaling: only kSignaled requests complete.
-    attr.cap.max_send_wr = options.max_send_wr;
-    attr.cap.max_recv_wr = 1;
-    attr.cap.max_send_sge = 1;
-    attr.cap.max_recv_sge = 1;
-    attr.cap.max_inline_data = options.max_inline_data;
-    if (rdma_create_qp(conn->id, device_->pd(), &attr) != 0) {
-      return ErrnoToStatus(
-          errno, absl::StrCat(what, ": rdma_create_qp with ", options.max_send_wr, " requests and ",
-                              options.max_inline_data, " bytes inline"));
-    }
-    conn->has_qp = true;
-
-    rdma_conn_param param{};
-    param.private_data = endpoint.token.data();
-    param.private_data_len = static_cast<uint8_t>(endpoint.token.size());
-    param.initiator_depth = static_cast<uint8_t>(device_->rd_atomic_initiator());
-    param.responder_resources = static_cast<uint8_t>(device_->rd_atomic_responder());
-    param.retry_count = kRetryCount;
-    param.rnr_retry_count = 7;
-    if (rdma_connect(conn->id, &param) != 0) return unreachable(errno);
-    RKV_RETURN_IF_ERROR(
-        ExpectEvent(conn->channel, RDMA_CM_EVENT_ESTABLISHED, options.connect_timeout, what));
-    // What the device granted (rdma_create_qp wrote it back), which may be
-    // more than was asked. The CQ holds max_send_wr completions, so the send
-    // queue is limited to what was asked for: the CQ can never overrun.
-    QueuePairLimits limits{options.max_send_wr, attr.cap.max_inline_data,
+    RKV_ASSIGN_OR_RETURN(
+        CmConnected connected,
+        ConnectCm(*device_, sa, endpoint, options, shared != nullptr ? shared->get() : nullptr));
+    // The CQ holds max_send_wr completions, so the send queue is limited to
+    // what was asked for, though the device may have granted more: the CQ
+    // can never overrun.
+    QueuePairLimits limits{options.max_send_wr, connected.max_inline_data,
                            static_cast<uint32_t>(device_->rd_atomic_initiator())};
-    return std::unique_ptr<QueuePair>(
-        std::make_unique<VerbsQueuePair>(device_, std::move(shared), std::move(conn), limits));
+    return std::unique_ptr<QueuePair>(std::make_unique<VerbsQueuePair>(
+        device_, std::move(shared), std::move(connected.conn), limits));
   }
 
  private:
