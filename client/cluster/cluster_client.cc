@@ -314,7 +314,7 @@ absl::StatusOr<std::unique_ptr<Client>> client_internal::OpenCluster(const std::
 
 absl::StatusOr<std::unique_ptr<Client>> Client::OpenCluster(const std::string& coordinator,
                                                             const ClientOptions& options) {
-  return client_internal::OpenCluster(coordinator, options);
+  return client_internal::OpenCluster(coordinator, client_internal::OpenOptions(options));
 }
 
 }  // namespace rkv

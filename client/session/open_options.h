@@ -22,8 +22,9 @@ namespace client_internal {
 
 struct OpenOptions : ClientOptions {
   OpenOptions() = default;
-  // NOLINTNEXTLINE(google-explicit-constructor): every ClientOptions is one.
-  OpenOptions(const ClientOptions& options) : ClientOptions(options) {}
+  // Explicit, and OpenOptions goes nowhere a ClientOptions is taken: a
+  // conversion either way would drop or forget the fabric and the clock.
+  explicit OpenOptions(const ClientOptions& options) : ClientOptions(options) {}
 
   // A fabric to use instead of opening `fabric_kind`; clients may share
   // one (it is thread-safe).
