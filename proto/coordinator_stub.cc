@@ -1,11 +1,40 @@
 #include "coordinator_stub.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 
 namespace rkv {
+namespace {
 
-CoordinatorStub::CoordinatorStub(const std::string& address, std::string token)
-    : address_(address), token_(std::move(token)) {
+bool Retryable(const grpc::Status& s) {
+  return s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+         s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> ParseCoordinatorList(const std::string& list) {
+  std::vector<std::string> out;
+  for (absl::string_view a : absl::StrSplit(list, ',')) {
+    if (a.empty() || a.find(':') == absl::string_view::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "coordinator list '", list, "': want host:port, or several separated by commas"));
+    }
+    if (std::find(out.begin(), out.end(), a) != out.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("coordinator list '", list, "' names ", a, " twice"));
+    }
+    out.emplace_back(a);
+  }
+  return out;
+}
+
+CoordinatorStub::CoordinatorStub(const std::string& addresses, std::string token)
+    : token_(std::move(token)) {
+  absl::StatusOr<std::vector<std::string>> list = ParseCoordinatorList(addresses);
+  addresses_ = list.ok() ? *std::move(list) : std::vector<std::string>{addresses};
   // After a coordinator restart, reconnect within a fraction of a lease:
   // gRPC's default backoff grows to minutes, and a server of a replicated
   // cluster that fenced itself meanwhile waits for it to register again.
@@ -14,8 +43,10 @@ CoordinatorStub::CoordinatorStub(const std::string& address, std::string token)
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 500);
-  stub_ = proto::Coordinator::NewStub(
-      grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+  for (const std::string& a : addresses_) {
+    stubs_.push_back(proto::Coordinator::NewStub(
+        grpc::CreateCustomChannel(a, grpc::InsecureChannelCredentials(), args)));
+  }
 }
 
 void CoordinatorStub::Prepare(grpc::ClientContext* ctx, absl::Duration timeout) const {
@@ -23,11 +54,60 @@ void CoordinatorStub::Prepare(grpc::ClientContext* ctx, absl::Duration timeout) 
   ctx->set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout));
 }
 
+proto::Coordinator::Stub& CoordinatorStub::stub() { return *stubs_[current_.load()]; }
+
+void CoordinatorStub::Next() { current_ = (current_.load() + 1) % stubs_.size(); }
+
+const std::string& CoordinatorStub::address() const { return addresses_[current_.load()]; }
+
+grpc::Status CoordinatorStub::Call(absl::Duration timeout, absl::Duration per_try, const Rpc& rpc) {
+  const absl::Time deadline = absl::Now() + timeout;
+  size_t i = current_.load();
+  size_t tried = 0;
+  // Those that did not answer in time: a standby may still name one as the
+  // leader (until it takes over from it), and is not followed there.
+  std::vector<bool> silent(stubs_.size(), false);
+  grpc::Status last(grpc::StatusCode::DEADLINE_EXCEEDED, "no coordinator tried");
+  for (;;) {
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) return last;
+    grpc::ClientContext ctx;
+    Prepare(&ctx, std::min(per_try, left));
+    grpc::Status s = rpc(*stubs_[i], ctx);
+    if (s.ok()) {
+      current_ = i;
+      return s;
+    }
+    last = grpc::Status(s.error_code(),
+                        absl::StrCat("coordinator ", addresses_[i], ": ", s.error_message()));
+    if (!Retryable(s)) {
+      current_ = i;
+      return last;
+    }
+    silent[i] = s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+    size_t next = (i + 1) % stubs_.size();
+    auto hint = ctx.GetServerTrailingMetadata().find("rkv-leader");
+    if (hint != ctx.GetServerTrailingMetadata().end()) {
+      const std::string leader(hint->second.data(), hint->second.size());
+      for (size_t j = 0; j < addresses_.size(); ++j) {
+        if (addresses_[j] == leader && j != i && !silent[j]) next = j;
+      }
+    }
+    i = next;
+    // Every one tried: a leader may be about to take over; not a busy loop.
+    if (++tried % stubs_.size() == 0) {
+      absl::SleepFor(std::min(absl::Milliseconds(20), deadline - absl::Now()));
+    }
+  }
+}
+
 absl::Status CoordinatorStub::GetClusterMap(proto::ClusterMap* map, absl::Duration timeout) {
-  grpc::ClientContext ctx;
-  Prepare(&ctx, timeout);
-  return FromGrpc(stub_->GetClusterMap(&ctx, proto::GetClusterMapRequest(), map),
-                  absl::StrCat("coordinator ", address_));
+  grpc::Status s = Call(timeout, std::min(timeout, absl::Seconds(1)),
+                        [map](proto::Coordinator::Stub& stub, grpc::ClientContext& ctx) {
+                          return stub.GetClusterMap(&ctx, proto::GetClusterMapRequest(), map);
+                        });
+  if (s.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
 }
 
 absl::Status FromGrpc(const grpc::Status& s, const std::string& what) {

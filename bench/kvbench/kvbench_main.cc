@@ -58,7 +58,8 @@ ABSL_FLAG(std::string, key_prefix, "user", "Keys are this prefix and YCSB's hash
 ABSL_FLAG(std::string, json, "", "Also write the results to this file as JSON.");
 ABSL_FLAG(bool, progress, true, "Print a progress line every second.");
 ABSL_FLAG(uint64_t, seed, 0, "Seed of the key and operation choices (0: a random one).");
-ABSL_FLAG(std::string, coordinator, rkv::kDefaultCoordinator, "rkv: kvcoord's address.");
+ABSL_FLAG(std::string, coordinator, rkv::kDefaultCoordinator,
+          "rkv: every kvcoord's address, comma-separated.");
 ABSL_FLAG(std::string, memcached, "127.0.0.1:11211", "memcached: the server's address.");
 ABSL_FLAG(std::string, redis, "127.0.0.1:6379", "redis: the server's address.");
 

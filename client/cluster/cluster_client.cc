@@ -305,6 +305,10 @@ size_t ClusterClient::Poll(absl::Duration timeout) {
 
 absl::StatusOr<std::unique_ptr<Client>> client_internal::OpenCluster(const std::string& coordinator,
                                                                      const OpenOptions& options) {
+  if (absl::StatusOr<std::vector<std::string>> list = ParseCoordinatorList(coordinator);
+      !list.ok()) {
+    return list.status();
+  }
   RKV_ASSIGN_OR_RETURN(std::shared_ptr<ClientResources> resources,
                        ClientResources::Create(options));
   auto c = std::make_unique<ClusterClient>(coordinator, options, std::move(resources));

@@ -66,6 +66,7 @@ void MapWatcher::WatchLoop() {
         coord_.stub().WatchClusterMap(&ctx, req);
     proto::ClusterMap map;
     while (reader->Read(&map)) {
+      broken_ = 0;
       std::lock_guard<std::mutex> lock(mu_);
       newer_ = std::make_unique<proto::ClusterMap>(map);
     }
@@ -75,8 +76,11 @@ void MapWatcher::WatchLoop() {
       ctx_ = nullptr;
       if (stopping_) return;
     }
-    // The coordinator went away: keep the cached map and try again soon.
-    absl::SleepFor(absl::Milliseconds(300));
+    // The coordinator went away: keep the cached map and follow the next
+    // one (any coordinator, leading or standing by, serves the map); after
+    // a round of them, not at once.
+    coord_.Next();
+    if (++broken_ % coord_.addresses().size() == 0) absl::SleepFor(absl::Milliseconds(300));
   }
 }
 

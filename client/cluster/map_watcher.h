@@ -83,6 +83,8 @@ class MapWatcher {
   grpc::ClientContext* ctx_ ABSL_GUARDED_BY(mu_) = nullptr;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
+  // The watch thread's: streams that ended since one last brought a map.
+  size_t broken_ = 0;
 };
 
 }  // namespace rkv::client_internal

@@ -1,6 +1,7 @@
 // kvctl: look at and poke an rkv cluster.
 //
-//   kvctl status [--json]      servers, their state, region and usage, map epoch
+//   kvctl status [--json]      coordinators (which leads), etcd's health, servers,
+//                              their state, region and usage, map epoch
 //   kvctl get KEY              prints the value (exit 1 if absent)
 //   kvctl put KEY VALUE
 //   kvctl del KEY
@@ -22,7 +23,8 @@
 #include "rkv/client.h"
 
 ABSL_FLAG(std::string, coordinator, rkv::kDefaultCoordinator,
-          "kvcoord's address (scripts/cluster.sh runs it here).");
+          "Every kvcoord's address, comma-separated (scripts/cluster.sh runs them here); "
+          "kvctl follows the one that leads.");
 ABSL_FLAG(bool, json, false, "status: print one JSON object.");
 
 namespace {
@@ -35,7 +37,8 @@ constexpr char kUsage[] =
     "  kvctl put KEY VALUE\n"
     "  kvctl del KEY\n"
     "(kvbench measures and verifies workloads.)\n"
-    "Common flags: --coordinator=HOST:PORT --token=T|--token_file=F --fabric=auto|verbs|soft";
+    "Common flags: --coordinator=HOST:PORT[,HOST:PORT...] --token=T|--token_file=F "
+    "--fabric=auto|verbs|soft";
 
 std::string JsonEscape(const std::string& s) {
   std::string out;
@@ -69,14 +72,99 @@ const char* StateName(rkv::proto::ServerState s) {
   return s == rkv::proto::SERVER_STATE_UP ? "up" : "down";
 }
 
-int Status(rkv::CoordinatorStub& coord) {
+// Each coordinator of the list as it describes itself; `address` empty:
+// it did not answer.
+std::vector<rkv::proto::CoordinatorStatus> DescribeAll(rkv::CoordinatorStub& coord,
+                                                       const std::string& token) {
+  std::vector<rkv::proto::CoordinatorStatus> out(coord.addresses().size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    grpc::ClientContext ctx;
+    if (!token.empty()) ctx.AddMetadata("rkv-token", token);
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    if (!coord.stub_at(i).Describe(&ctx, rkv::proto::DescribeRequest(), &out[i]).ok()) {
+      out[i] = rkv::proto::CoordinatorStatus();
+    }
+  }
+  return out;
+}
+
+// The control plane: who leads, and the health of etcd's members as the
+// leader (or else any coordinator) sees them.
+void PrintControlPlane(const rkv::CoordinatorStub& coord,
+                       const std::vector<rkv::proto::CoordinatorStatus>& coordinators, bool json) {
+  const rkv::proto::CoordinatorStatus* seer = nullptr;
+  for (const auto& c : coordinators) {
+    if (!c.address().empty() && (seer == nullptr || c.leading())) seer = &c;
+  }
+  if (json) {
+    std::cout << "\"coordinators\": [";
+    for (size_t i = 0; i < coordinators.size(); ++i) {
+      const auto& c = coordinators[i];
+      std::cout << (i ? ", " : "") << "{\"address\": \"" << JsonEscape(coord.addresses()[i])
+                << "\", \"id\": \"" << JsonEscape(c.id()) << "\", \"role\": \""
+                << (c.address().empty() ? "unreachable"
+                    : c.leading()       ? "leader"
+                                        : "standby")
+                << "\", \"term\": " << c.term() << "}";
+    }
+    std::cout << "], \"store\": \"" << (seer ? seer->store() : "") << "\", \"etcd\": [";
+    for (int i = 0; seer != nullptr && i < seer->store_members_size(); ++i) {
+      const auto& m = seer->store_members(i);
+      std::cout << (i ? ", " : "") << "{\"endpoint\": \"" << JsonEscape(m.endpoint())
+                << "\", \"healthy\": " << (m.healthy() ? "true" : "false")
+                << ", \"leader\": " << (m.leader() ? "true" : "false") << "}";
+    }
+    std::cout << "], ";
+    return;
+  }
+  std::vector<std::string> lines;
+  for (size_t i = 0; i < coordinators.size(); ++i) {
+    const auto& c = coordinators[i];
+    lines.push_back(c.address().empty()
+                        ? absl::StrCat(coord.addresses()[i], " unreachable")
+                        : absl::StrCat(c.id(), " ", coord.addresses()[i], " ",
+                                       c.leading() ? absl::StrCat("leader (term ", c.term(), ")")
+                                                   : std::string("standby")));
+  }
+  std::cout << "coordinators: " << absl::StrJoin(lines, ", ") << "\n";
+  if (seer == nullptr) return;
+  if (seer->store() != "etcd") {
+    std::cout << "state: " << seer->store() << " (one coordinator process)\n";
+    return;
+  }
+  int healthy = 0;
+  std::string leader = "none";
+  std::vector<std::string> bad;
+  for (const auto& m : seer->store_members()) {
+    healthy += m.healthy();
+    if (m.leader()) leader = m.endpoint();
+    if (!m.healthy()) bad.push_back(absl::StrCat(m.endpoint(), ": ", m.error()));
+  }
+  std::cout << absl::StrFormat("state: etcd, %d/%d members healthy, leader %s%s\n", healthy,
+                               seer->store_members_size(), leader,
+                               bad.empty() ? "" : " (" + absl::StrJoin(bad, "; ") + ")");
+}
+
+int Status(rkv::CoordinatorStub& coord, const std::string& token) {
+  const std::vector<rkv::proto::CoordinatorStatus> coordinators = DescribeAll(coord, token);
   rkv::proto::ClusterMap map;
-  if (absl::Status s = coord.GetClusterMap(&map); !s.ok()) {
-    std::cerr << "kvctl: " << s.message() << "\n";
+  // The leader's map shows usage as heard with the last heartbeats.
+  absl::Status got = absl::UnavailableError("no coordinator leads");
+  for (size_t i = 0; i < coordinators.size() && !got.ok(); ++i) {
+    if (!coordinators[i].leading()) continue;
+    rkv::CoordinatorStub leader(coord.addresses()[i], token);
+    got = leader.GetClusterMap(&map, absl::Seconds(2));
+  }
+  if (!got.ok()) got = coord.GetClusterMap(&map);
+  if (!got.ok()) {
+    std::cerr << "kvctl: " << got.message() << "\n";
     return 1;
   }
-  if (absl::GetFlag(FLAGS_json)) {
-    std::cout << "{\"epoch\": " << map.epoch() << ", \"lease_ms\": " << map.lease_ms()
+  const bool json = absl::GetFlag(FLAGS_json);
+  if (json) std::cout << "{";
+  PrintControlPlane(coord, coordinators, json);
+  if (json) {
+    std::cout << "\"epoch\": " << map.epoch() << ", \"lease_ms\": " << map.lease_ms()
               << ", \"servers\": [";
     for (int i = 0; i < map.servers_size(); ++i) {
       const auto& s = map.servers(i);
@@ -172,7 +260,7 @@ int main(int argc, char** argv) {
   const std::string coordinator = absl::GetFlag(FLAGS_coordinator);
   if (cmd == "status" && args.size() == 2) {
     rkv::CoordinatorStub coord(coordinator, *token);
-    return Status(coord);
+    return Status(coord, *token);
   }
   const bool get = cmd == "get" && args.size() == 3;
   const bool put = cmd == "put" && args.size() == 4;

@@ -1,14 +1,8 @@
 #include "server/kvcoord/coordinator_service.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/logging.h"
 #include "common/monotonic_clock.h"
 #include "common/socket.h"
@@ -49,50 +43,27 @@ grpc::Status ValidateRegion(const proto::RegionDescriptor& r) {
 
 }  // namespace
 
-CoordinatorService::CoordinatorService(std::string token, absl::Duration lease,
-                                       std::string state_file, uint32_t replicas)
-    : token_(std::move(token)),
-      lease_(lease),
-      state_file_(std::move(state_file)),
-      groups_(replicas) {
+CoordinatorService::CoordinatorService(CoordinatorOptions options)
+    : options_(std::move(options)), groups_(options_.replicas) {
   lease_thread_ = std::thread([this] { LeaseLoop(); });
 }
 
-absl::Status CoordinatorService::Recover() {
-  if (state_file_.empty()) return absl::OkStatus();
-  std::ifstream in(state_file_, std::ios::binary);
-  if (!in) {
-    if (errno == ENOENT) return absl::OkStatus();
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot read ", state_file_, ": ", std::strerror(errno)));
+absl::Status CoordinatorService::Start(std::string id, std::string address,
+                                       std::unique_ptr<StateStore> store) {
+  StateStore* s = store.get();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    id_ = std::move(id);
+    address_ = std::move(address);
+    store_ = std::move(store);
   }
-  proto::ClusterMap map;
-  if (!map.ParseFromIstream(&in) || map.epoch() == 0) {
-    return absl::DataLossError(absl::StrCat(
-        state_file_, " is not a kvcoord state file (or is damaged); move it away to start afresh"));
-  }
-  if (std::max<uint32_t>(1, map.replicas()) != groups_.replicas()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(state_file_, " holds a cluster of ", std::max<uint32_t>(1, map.replicas()),
-                     " copies, not the ", groups_.replicas(), " of --replicas"));
-  }
+  if (absl::Status st = s->Start(*this); !st.ok()) return st;
+  return status();
+}
+
+absl::Status CoordinatorService::status() const {
   std::lock_guard<std::mutex> lock(mu_);
-  if (absl::Status s = groups_.Load(map); !s.ok()) {
-    return absl::DataLossError(absl::StrCat(state_file_, " holds a damaged replica group (",
-                                            s.message(), "); move it away to start afresh"));
-  }
-  const absl::Time now = MonotonicNow();
-  for (const proto::ServerInfo& s : map.servers()) {
-    Member& m = members_[s.id()];
-    m.info = s;
-    m.info.clear_last_heard_ms();
-    m.last_heard = now;  // Servers that were up get a whole lease to check in.
-  }
-  epoch_ = map.epoch();
-  ChangedLocked();
-  RKV_LOG(INFO) << "recovered " << members_.size() << " servers from " << state_file_ << "; epoch "
-                << epoch_;
-  return absl::OkStatus();
+  return refused_;
 }
 
 CoordinatorService::~CoordinatorService() {
@@ -101,16 +72,82 @@ CoordinatorService::~CoordinatorService() {
 }
 
 void CoordinatorService::Stop() {
-  std::lock_guard<std::mutex> lock(mu_);
-  stopping_ = true;
+  StateStore* store;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+    changed_.notify_all();
+    store = store_.get();
+  }
+  if (store != nullptr) store->Stop();
+}
+
+bool CoordinatorService::LoadLocked(const proto::ClusterMap& state) {
+  if (state.epoch() != 0 && std::max<uint32_t>(1, state.replicas()) != groups_.replicas()) {
+    refused_ = absl::FailedPreconditionError(absl::StrCat(
+        "the stored state is of a cluster of ", std::max<uint32_t>(1, state.replicas()),
+        " copies, not the ", groups_.replicas(), " of --replicas"));
+    return false;
+  }
+  ReplicaGroups groups(groups_.replicas());
+  if (absl::Status s = groups.Load(state); !s.ok()) {
+    refused_ = absl::DataLossError(
+        absl::StrCat("the stored state holds a damaged replica group (", s.message(), ")"));
+    return false;
+  }
+  groups_ = std::move(groups);
+  std::map<std::string, ServerEntry> servers;
+  const absl::Time now = MonotonicNow();
+  for (const proto::ServerInfo& s : state.servers()) {
+    ServerEntry& e = servers[s.id()];
+    e.info = s;
+    e.info.clear_last_heard_ms();
+    // Servers that are up get a whole lease, from now, to check in.
+    e.last_heard = now;
+    if (auto it = servers_.find(s.id()); it != servers_.end()) {
+      e.chunk_hashes = std::move(it->second.chunk_hashes);
+    }
+  }
+  servers_ = std::move(servers);
+  epoch_ = state.epoch();
+  term_ = state.term();
+  loaded_ = true;
   changed_.notify_all();
+  return true;
+}
+
+void CoordinatorService::OnLead(const proto::ClusterMap& state) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // Leading a cluster it was not configured for would undo it: kvcoord
+  // stops (status()).
+  if (!LoadLocked(state)) return;
+  RKV_LOG(INFO) << "leading (term " << term_ << ") with " << servers_.size() << " servers at epoch "
+                << epoch_;
+  // What changed while no coordinator led (a lease missed is not among
+  // it: every lease starts again now).
+  if (groups_.Update(ViewsLocked())) {
+    Saved before = SaveLocked();
+    (void)CommitLocked(std::move(before));
+  }
+}
+
+void CoordinatorService::OnFollow(const proto::ClusterMap& state) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (loaded_ && state.epoch() < epoch_) return;  // Older than what it has.
+  (void)LoadLocked(state);
+}
+
+Leadership CoordinatorService::LeadershipLocked() const {
+  if (store_ == nullptr || !refused_.ok()) return {};
+  return store_->leadership();
 }
 
 grpc::Status CoordinatorService::Authenticate(grpc::ServerContext* ctx, const char* method) const {
-  if (token_.empty()) return grpc::Status::OK;
+  if (options_.token.empty()) return grpc::Status::OK;
   auto it = ctx->client_metadata().find(kTokenMetadata);
   if (it != ctx->client_metadata().end() &&
-      std::string(it->second.data(), it->second.size()) == token_) {
+      std::string(it->second.data(), it->second.size()) == options_.token) {
     return grpc::Status::OK;
   }
   RKV_LOG(WARNING) << "rejected " << method << " from " << ctx->peer()
@@ -119,61 +156,55 @@ grpc::Status CoordinatorService::Authenticate(grpc::ServerContext* ctx, const ch
                       "missing or wrong cluster token (metadata rkv-token)");
 }
 
+grpc::Status CoordinatorService::CheckLeading(grpc::ServerContext* ctx, const Leadership& l) const {
+  if (store_ != nullptr && refused_.ok() && l.CanRenew(MonotonicNow())) return grpc::Status::OK;
+  const std::string leader = store_ == nullptr ? "" : store_->LeaderAddress();
+  if (!leader.empty() && leader != address_) ctx->AddTrailingMetadata(kLeaderMetadata, leader);
+  return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                      absl::StrCat("coordinator ", id_, " does not lead",
+                                   leader.empty() ? "" : "; the leader is at " + leader));
+}
+
 std::map<std::string, ServerView> CoordinatorService::ViewsLocked() const {
   std::map<std::string, ServerView> views;
-  for (const auto& [id, m] : members_) {
-    views[id] = {m.info.state() == proto::SERVER_STATE_UP, m.info.region().generation(),
-                 m.info.region().length(), m.info.lineage()};
+  for (const auto& [id, e] : servers_) {
+    views[id] = {e.info.state() == proto::SERVER_STATE_UP, e.info.region().generation(),
+                 e.info.region().length(), e.info.lineage()};
   }
   return views;
 }
 
-void CoordinatorService::ChangedLocked() {
+bool CoordinatorService::CommitLocked(Saved before) {
   groups_.Update(ViewsLocked());
   epoch_++;
-  changed_.notify_all();
-  SaveLocked();
-}
-
-void CoordinatorService::SaveLocked() {
-  if (state_file_.empty()) return;
-  // Written whole, renamed into place, and the rename made durable: a
-  // crash leaves the old file or the new one, never a torn one.
-  const std::string tmp = state_file_ + ".tmp";
-  std::string bytes;
-  MapLocked().SerializeToString(&bytes);
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  bool ok = fd >= 0 &&
-            ::write(fd, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()) &&
-            ::fsync(fd) == 0;
-  if (fd >= 0) ok &= ::close(fd) == 0;
-  ok = ok && ::rename(tmp.c_str(), state_file_.c_str()) == 0;
-  if (ok) {
-    const size_t slash = state_file_.rfind('/');
-    const std::string dir = slash == std::string::npos ? "." : state_file_.substr(0, slash + 1);
-    const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    ok = dfd >= 0 && ::fsync(dfd) == 0;
-    if (dfd >= 0) ::close(dfd);
+  const absl::Status s = store_->Commit(MapLocked());
+  if (s.ok()) {
+    changed_.notify_all();
+    return true;
   }
-  if (!ok && saved_) {
-    RKV_LOG(ERROR) << "cannot write " << state_file_ << ": " << std::strerror(errno)
-                   << "; no push begins until it can be (a restart would forget epoch " << epoch_
-                   << ")";
-  } else if (ok && !saved_) {
-    RKV_LOG(INFO) << "wrote " << state_file_ << " again (epoch " << epoch_ << ")";
+  RKV_LOG(WARNING) << "change not stored, undone (" << s.message() << ")";
+  for (auto& [id, e] : before.servers) {
+    if (auto it = servers_.find(id); it != servers_.end()) {
+      e.last_heard = it->second.last_heard;
+      *e.info.mutable_stats() = it->second.info.stats();
+    }
   }
-  saved_ = ok;
+  servers_ = std::move(before.servers);
+  groups_ = std::move(before.groups);
+  epoch_ = before.epoch;
+  return false;
 }
 
 proto::ClusterMap CoordinatorService::MapLocked() const {
   proto::ClusterMap map;
   map.set_epoch(epoch_);
-  map.set_lease_ms(absl::ToInt64Milliseconds(lease_));
+  map.set_term(term_);
+  map.set_lease_ms(absl::ToInt64Milliseconds(options_.lease));
   const absl::Time now = MonotonicNow();
-  for (const auto& [id, m] : members_) {
+  for (const auto& [id, e] : servers_) {
     proto::ServerInfo* s = map.add_servers();
-    *s = m.info;
-    s->set_last_heard_ms(absl::ToInt64Milliseconds(now - m.last_heard));
+    *s = e.info;
+    s->set_last_heard_ms(absl::ToInt64Milliseconds(now - e.last_heard));
   }
   groups_.Save(&map);
   return map;
@@ -186,28 +217,35 @@ grpc::Status CoordinatorService::Register(grpc::ServerContext* ctx,
   if (auto s = ValidateId(req->id()); !s.ok()) return s;
   if (auto s = ValidateRegion(req->region()); !s.ok()) return s;
   std::lock_guard<std::mutex> lock(mu_);
-  Member& m = members_[req->id()];
-  const bool known = m.info.id() == req->id();
+  const Leadership l = LeadershipLocked();
+  if (auto s = CheckLeading(ctx, l); !s.ok()) return s;
+  Saved before = SaveLocked();
+  ServerEntry& e = servers_[req->id()];
+  const bool known = e.info.id() == req->id();
   // The same memory as this server's registration we know (fenced, or its
   // region file reopened): what it held then, it holds now.
   const bool same_memory = known && req->previous_generation() != 0 &&
-                           req->previous_generation() == m.info.region().generation();
-  m.info.set_lineage(same_memory ? m.info.lineage() : req->region().generation());
-  m.info.set_id(req->id());
-  *m.info.mutable_region() = req->region();
-  *m.info.mutable_stats() = req->stats();
-  m.info.set_state(proto::SERVER_STATE_UP);
-  m.last_heard = MonotonicNow();
-  m.chunk_hashes.assign(req->chunk_hashes().begin(), req->chunk_hashes().end());
-  ChangedLocked();
+                           req->previous_generation() == e.info.region().generation();
+  e.info.set_lineage(same_memory ? e.info.lineage() : req->region().generation());
+  e.info.set_id(req->id());
+  *e.info.mutable_region() = req->region();
+  *e.info.mutable_stats() = req->stats();
+  e.info.set_state(proto::SERVER_STATE_UP);
+  e.last_heard = MonotonicNow();
+  e.chunk_hashes.assign(req->chunk_hashes().begin(), req->chunk_hashes().end());
+  if (!CommitLocked(std::move(before))) {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        "the coordinator cannot store the registration now; try again");
+  }
   RKV_LOG(INFO) << "server " << req->id() << (known ? " re-registered" : " joined") << " at "
                 << req->region().endpoint().address() << " (" << req->region().endpoint().kind()
                 << "), generation " << req->region().generation() << ", "
                 << (req->region().length() >> 20) << " MiB; epoch " << epoch_;
-  resp->set_lease_ms(absl::ToInt64Milliseconds(lease_));
+  resp->set_lease_ms(absl::ToInt64Milliseconds(options_.lease));
   resp->set_epoch(epoch_);
   resp->set_replicas(groups_.replicas());
   resp->set_hurry(groups_.Reconfiguring(req->id()));
+  resp->set_term(l.term);
   return grpc::Status::OK;
 }
 
@@ -217,47 +255,60 @@ grpc::Status CoordinatorService::Heartbeat(grpc::ServerContext* ctx,
   if (auto s = Authenticate(ctx, "Heartbeat"); !s.ok()) return s;
   if (auto s = ValidateId(req->id()); !s.ok()) return s;
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = members_.find(req->id());
-  if (it == members_.end()) {
+  const Leadership l = LeadershipLocked();
+  if (auto s = CheckLeading(ctx, l); !s.ok()) return s;
+  auto it = servers_.find(req->id());
+  if (it == servers_.end()) {
     return grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown server: register first");
   }
-  Member& m = it->second;
-  if (m.info.region().generation() != req->generation()) {
+  if (it->second.info.region().generation() != req->generation()) {
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                         absl::StrCat("generation ", req->generation(), " is not the registered ",
-                                     m.info.region().generation(), ": register again"));
+                                     it->second.info.region().generation(), ": register again"));
   }
-  m.last_heard = MonotonicNow();
-  *m.info.mutable_stats() = req->stats();
-  if (m.info.state() != proto::SERVER_STATE_UP && groups_.replicas() > 1) {
+  // Orders (fences, pushes, changes of state) only while no other
+  // coordinator can have taken over; a renewal a little longer.
+  const bool can_order = l.CanOrder(MonotonicNow());
+  resp->set_lease_ms(absl::ToInt64Milliseconds(options_.lease));
+  resp->set_term(l.term);
+  if (it->second.info.state() != proto::SERVER_STATE_UP && groups_.replicas() > 1) {
+    if (!can_order) return CheckLeading(ctx, {});
     // Its group went on without it: it must not serve a client that still
     // takes it for a member. It fences itself and registers anew.
-    resp->set_lease_ms(absl::ToInt64Milliseconds(lease_));
+    it->second.last_heard = MonotonicNow();
     resp->set_fence(true);
     return grpc::Status::OK;
   }
-  if (m.info.state() != proto::SERVER_STATE_UP) {
-    m.info.set_state(proto::SERVER_STATE_UP);
-    ChangedLocked();
-    RKV_LOG(INFO) << "server " << req->id() << " is back up; epoch " << epoch_;
+  it->second.last_heard = MonotonicNow();
+  *it->second.info.mutable_stats() = req->stats();
+  if (!can_order) return grpc::Status::OK;
+  if (it->second.info.state() != proto::SERVER_STATE_UP) {
+    Saved before = SaveLocked();
+    it->second.info.set_state(proto::SERVER_STATE_UP);
+    if (CommitLocked(std::move(before))) {
+      RKV_LOG(INFO) << "server " << req->id() << " is back up; epoch " << epoch_;
+    }
   }
-  const std::map<std::string, ServerView> views = ViewsLocked();
-  if (req->has_push() && groups_.OnProgress(req->id(), req->push(), views)) ChangedLocked();
-  resp->set_lease_ms(absl::ToInt64Milliseconds(lease_));
+  if (req->has_push()) {
+    Saved before = SaveLocked();
+    if (groups_.OnProgress(req->id(), req->push(), ViewsLocked())) {
+      (void)CommitLocked(std::move(before));
+    }
+  }
   resp->set_fence(groups_.MustFence(req->id(), req->generation()));
   // From the moment the pusher is handed its push only its copy counts:
-  // that must be in the state file first, or a restarted coordinator could
-  // take a half-pushed target for a good copy. If the file cannot be
-  // written, the group waits as it was (a push already under way goes on).
-  if (groups_.PushPending(req->id(), views)) {
-    ReplicaGroups before = groups_;
-    groups_.BeginPush(req->id(), views);
-    ChangedLocked();
-    if (!saved_) groups_ = std::move(before);
+  // that must be stored first, or a coordinator leading after this one
+  // could take a half-pushed target for a good copy. If it cannot be
+  // stored, the group waits as it was (a push already under way goes on).
+  if (groups_.PushPending(req->id(), ViewsLocked())) {
+    Saved before = SaveLocked();
+    groups_.BeginPush(req->id(), ViewsLocked());
+    (void)CommitLocked(std::move(before));
   }
+  const std::map<std::string, ServerView> views = ViewsLocked();
   if (std::optional<proto::PushOrder> order = groups_.PushFor(req->id(), views)) {
     for (proto::ServerInfo& t : *order->mutable_targets()) {
-      Member& target = members_.at(t.id());
+      ServerEntry& target = servers_.at(t.id());
       t = target.info;
       // A fenced target registered since the reconfiguration began, with
       // the hashes of what it held then. They are handed out once: the
@@ -282,13 +333,17 @@ grpc::Status CoordinatorService::Deregister(grpc::ServerContext* ctx,
   if (auto s = Authenticate(ctx, "Deregister"); !s.ok()) return s;
   if (auto s = ValidateId(req->id()); !s.ok()) return s;
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = members_.find(req->id());
-  if (it == members_.end() || it->second.info.region().generation() != req->generation()) {
+  if (auto s = CheckLeading(ctx, LeadershipLocked()); !s.ok()) return s;
+  auto it = servers_.find(req->id());
+  if (it == servers_.end() || it->second.info.region().generation() != req->generation()) {
     return grpc::Status(grpc::StatusCode::NOT_FOUND, "no such server registration");
   }
   // Kept, marked down: its keys stay placed on it until it returns.
+  Saved before = SaveLocked();
   it->second.info.set_state(proto::SERVER_STATE_DOWN);
-  ChangedLocked();
+  if (!CommitLocked(std::move(before))) {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the coordinator cannot store it now");
+  }
   RKV_LOG(INFO) << "server " << req->id() << " left; epoch " << epoch_;
   return grpc::Status::OK;
 }
@@ -298,6 +353,10 @@ grpc::Status CoordinatorService::GetClusterMap(grpc::ServerContext* ctx,
                                                proto::ClusterMap* resp) {
   if (auto s = Authenticate(ctx, "GetClusterMap"); !s.ok()) return s;
   std::lock_guard<std::mutex> lock(mu_);
+  if (!loaded_) {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        "this coordinator has not read the cluster's state yet");
+  }
   *resp = MapLocked();
   return grpc::Status::OK;
 }
@@ -307,14 +366,15 @@ grpc::Status CoordinatorService::WatchClusterMap(grpc::ServerContext* ctx,
                                                  grpc::ServerWriter<proto::ClusterMap>* writer) {
   if (auto s = Authenticate(ctx, "WatchClusterMap"); !s.ok()) return s;
   uint64_t sent = req->after_epoch();
+  bool first = !loaded_;
   for (;;) {
     proto::ClusterMap map;
     {
       std::unique_lock<std::mutex> lock(mu_);
       changed_.wait_for(lock, std::chrono::milliseconds(200),
-                        [&] { return stopping_ || epoch_ > sent; });
+                        [&] { return stopping_ || (loaded_ && (epoch_ > sent || first)); });
       if (stopping_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "coordinator stopping");
-      if (epoch_ <= sent) {
+      if (!loaded_ || (epoch_ <= sent && !first)) {
         if (ctx->IsCancelled()) return grpc::Status::CANCELLED;
         continue;
       }
@@ -322,24 +382,50 @@ grpc::Status CoordinatorService::WatchClusterMap(grpc::ServerContext* ctx,
     }
     if (!writer->Write(map)) return grpc::Status::CANCELLED;
     sent = map.epoch();
+    first = false;
   }
+}
+
+grpc::Status CoordinatorService::Describe(grpc::ServerContext* ctx, const proto::DescribeRequest*,
+                                          proto::CoordinatorStatus* resp) {
+  if (auto s = Authenticate(ctx, "Describe"); !s.ok()) return s;
+  StateStore* store;
+  Leadership l;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (store_ == nullptr) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "starting");
+    store = store_.get();  // Never replaced once set.
+    l = LeadershipLocked();
+    resp->set_id(id_);
+    resp->set_address(address_);
+  }
+  StoreDescription d = store->Describe();
+  resp->set_leading(l.CanRenew(MonotonicNow()));
+  resp->set_term(l.term);
+  resp->set_leader_address(resp->leading() ? resp->address() : d.leader_address);
+  resp->set_store(d.kind);
+  for (proto::StoreMember& m : d.members) *resp->add_store_members() = std::move(m);
+  return grpc::Status::OK;
 }
 
 void CoordinatorService::LeaseLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
-    changed_.wait_for(lock, absl::ToChronoMilliseconds(lease_ / 4));
-    if (!saved_) SaveLocked();
+    changed_.wait_for(lock, absl::ToChronoMilliseconds(options_.lease / 4));
     const absl::Time now = MonotonicNow();
-    for (auto& [id, m] : members_) {
-      if (m.info.state() == proto::SERVER_STATE_UP && now - m.last_heard > lease_) {
-        m.info.set_state(proto::SERVER_STATE_DOWN);
-        ChangedLocked();
-        RKV_LOG(WARNING) << "server " << id << " missed its lease ("
-                         << absl::ToInt64Milliseconds(now - m.last_heard)
-                         << " ms since last heard); marked down; epoch " << epoch_;
+    if (!LeadershipLocked().CanOrder(now)) continue;
+    Saved before = SaveLocked();
+    std::vector<std::string> missed;
+    for (auto& [id, e] : servers_) {
+      if (e.info.state() == proto::SERVER_STATE_UP && now - e.last_heard > options_.lease) {
+        e.info.set_state(proto::SERVER_STATE_DOWN);
+        missed.push_back(absl::StrCat(id, " (", absl::ToInt64Milliseconds(now - e.last_heard),
+                                      " ms since last heard)"));
       }
     }
+    if (missed.empty() || !CommitLocked(std::move(before))) continue;
+    RKV_LOG(WARNING) << "missed their leases, marked down: " << absl::StrJoin(missed, ", ")
+                     << "; epoch " << epoch_;
   }
 }
 

@@ -1,17 +1,23 @@
 // kvcoord's state and RPCs: who is in the cluster, where their regions are,
-// and whether their leases hold. With a state file the membership and the
-// map epoch survive a restart: the restarted coordinator serves the map it
-// had (servers that were up get a fresh lease to heartbeat in) with a newer
-// epoch, so clients follow it, and a server that is down meanwhile stays in
-// the map, down, instead of vanishing and having its keys routed elsewhere.
-// Without one, a restarted coordinator learns the cluster again from the
-// servers' next heartbeats (which come back NOT_FOUND and make each server
-// register anew), and its epochs start again from 1.
+// and whether their leases hold. The state (membership, replica groups,
+// the map's epoch) lives in a StateStore: etcd, where several coordinators
+// share it — one leads, the others stand by with it warm and serve the map
+// — or a file or memory for one process alone.
+//
+// Only the leader renews leases and changes the state, and only while its
+// leadership is certain (state_store.h). Leases are not stored: a
+// coordinator that starts to lead counts every server's lease from that
+// moment, so that it takes no server away before any lease the previous
+// leader granted has run out. Every change is stored before it is shown to
+// anyone or acted on; a change the store refuses (another coordinator
+// leads, etcd has no quorum) is undone, and tried again when whatever
+// caused it happens again (the next heartbeat, the next lease tick).
 #ifndef RKV_SERVER_KVCOORD_COORDINATOR_SERVICE_H_
 #define RKV_SERVER_KVCOORD_COORDINATOR_SERVICE_H_
 
 #include <condition_variable>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -21,23 +27,37 @@
 #include "absl/time/time.h"
 #include "rkvpb/coordinator.grpc.pb.h"
 #include "server/kvcoord/replica_groups.h"
+#include "server/kvcoord/state_store.h"
 
 namespace rkv::server {
 
 // Metadata key that carries the cluster token on every call.
 inline constexpr char kTokenMetadata[] = "rkv-token";
+// Trailing metadata key with which a standby names the leader.
+inline constexpr char kLeaderMetadata[] = "rkv-leader";
 
-class CoordinatorService final : public proto::Coordinator::Service {
+struct CoordinatorOptions {
+  std::string token;
+  absl::Duration lease = absl::Seconds(3);
+  uint32_t replicas = 1;
+};
+
+class CoordinatorService final : public proto::Coordinator::Service, private StateStore::Listener {
  public:
-  CoordinatorService(std::string token, absl::Duration lease, std::string state_file = "",
-                     uint32_t replicas = 1);
+  explicit CoordinatorService(CoordinatorOptions options);
   ~CoordinatorService() override;
 
-  // Loads the state file, if there is one; call before serving. A missing
-  // file is a first start; one that does not parse is an error.
-  absl::Status Recover();
-
-  // Ends open watches; call before shutting the gRPC server down.
+  // Starts with `store`: with a file, reads it and leads at once; with
+  // etcd, follows until elected. `id` and `address` name this coordinator
+  // (kvctl status shows them; a standby names the leader's address), known
+  // only once gRPC has bound its port: until Start every call is answered
+  // UNAVAILABLE. An error when the stored state cannot be used.
+  absl::Status Start(std::string id, std::string address, std::unique_ptr<StateStore> store);
+  // Not OK once the store turned out to hold another cluster's state (a
+  // different number of copies): kvcoord then stops.
+  absl::Status status() const;
+  // Ends open watches and hands leadership on; call before shutting the
+  // gRPC server down.
   void Stop();
 
   grpc::Status Register(grpc::ServerContext* ctx, const proto::RegisterRequest* req,
@@ -50,38 +70,63 @@ class CoordinatorService final : public proto::Coordinator::Service {
                              proto::ClusterMap* resp) override;
   grpc::Status WatchClusterMap(grpc::ServerContext* ctx, const proto::WatchClusterMapRequest* req,
                                grpc::ServerWriter<proto::ClusterMap>* writer) override;
+  grpc::Status Describe(grpc::ServerContext* ctx, const proto::DescribeRequest* req,
+                        proto::CoordinatorStatus* resp) override;
 
  private:
-  struct Member {
+  struct ServerEntry {
     proto::ServerInfo info;
     absl::Time last_heard;  // MonotonicNow(): leases never see a step of the wall clock.
     // Its region's chunk hashes, sent with its registration after a fence
-    // (for the push that corrects it); not part of the map.
+    // (for the push that corrects it); not part of the map, nor stored: a
+    // push ordered by a coordinator that did not get them copies whole.
     std::vector<uint64_t> chunk_hashes;
   };
+  // The state as it was before a change, to put back if the store refuses it.
+  struct Saved {
+    std::map<std::string, ServerEntry> servers;
+    ReplicaGroups groups;
+    uint64_t epoch;
+  };
+
+  void OnLead(const proto::ClusterMap& state) override;
+  void OnFollow(const proto::ClusterMap& state) override;
+  // Takes `state` as the coordinator's; false (nothing taken) when it is
+  // another cluster's (a different number of copies).
+  bool LoadLocked(const proto::ClusterMap& state);
 
   grpc::Status Authenticate(grpc::ServerContext* ctx, const char* method) const;
+  // None before Start, nor once the store turned out to hold another
+  // cluster's state.
+  Leadership LeadershipLocked() const;
+  // UNAVAILABLE, naming the leader, unless this coordinator may renew
+  // leases now.
+  grpc::Status CheckLeading(grpc::ServerContext* ctx, const Leadership& l) const;
   proto::ClusterMap MapLocked() const;
   std::map<std::string, ServerView> ViewsLocked() const;
-  // Re-evaluates the replica groups, bumps the epoch, wakes watchers, and
-  // writes the state file.
-  void ChangedLocked();
-  // Writes the state file (if any) and records in `saved_` whether it is
-  // as the map is now.
-  void SaveLocked();
+  Saved SaveLocked() const { return {servers_, groups_, epoch_}; }
+  // Re-evaluates the replica groups, bumps the epoch and stores the state;
+  // true when stored (watchers are woken). Otherwise puts `before` back —
+  // keeping what was heard of leases and usage since — and returns false.
+  bool CommitLocked(Saved before);
   void LeaseLoop();
 
-  const std::string token_;
-  const absl::Duration lease_;
-  const std::string state_file_;
+  const CoordinatorOptions options_;
   mutable std::mutex mu_;
+  // Set once, by Start.
+  std::string id_;
+  std::string address_;
+  std::unique_ptr<StateStore> store_;
   std::condition_variable changed_;
-  std::map<std::string, Member> members_;
+  std::map<std::string, ServerEntry> servers_;
   ReplicaGroups groups_;
   uint64_t epoch_ = 0;
-  // Whether the state file holds the map as it is; retried with every
-  // lease tick while it does not. No push begins unsaved (Heartbeat).
-  bool saved_ = true;
+  uint64_t term_ = 0;
+  // The state was read from the store at least once: until then there is
+  // no map to serve.
+  bool loaded_ = false;
+  // The store holds another cluster's state (status()).
+  absl::Status refused_;
   bool stopping_ = false;
   std::thread lease_thread_;
 };

@@ -16,7 +16,9 @@
 #include "server/kvserver/member_agent.h"
 #include "server/kvserver/region_server.h"
 
-ABSL_FLAG(std::string, coordinator, rkv::kDefaultCoordinator, "kvcoord's gRPC address.");
+ABSL_FLAG(std::string, coordinator, rkv::kDefaultCoordinator,
+          "Every kvcoord's gRPC address, comma-separated: the server renews its lease with "
+          "whichever leads.");
 ABSL_FLAG(std::string, listen, "127.0.0.1:0",
           "Address the fabric listens on for clients' queue pairs (port 0: any free).");
 ABSL_FLAG(std::string, memory, "64MiB",
@@ -52,7 +54,7 @@ int main(int argc, char** argv) {
   rkv::ParseFlags(
       argc, argv,
       "kvserver: an rkv storage node.\n"
-      "Usage: kvserver --id=NAME [--coordinator=HOST:PORT] [--fabric=auto|verbs|soft]\n"
+      "Usage: kvserver --id=NAME [--coordinator=HOST:PORT,...] [--fabric=auto|verbs|soft]\n"
       "                [--memory=64MiB] [--region_file=PATH] [--token=T|--token_file=F]\n"
       "                [--soft_threads=N] [--soft_busy_poll=50us] [--copy_rate=200MiB]");
   if (absl::Status s = rkv::EnsureFileLimit(256); !s.ok()) {
@@ -65,11 +67,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   auto token = rkv::ClusterTokenFromFlags();
+  auto coordinators = rkv::ParseCoordinatorList(absl::GetFlag(FLAGS_coordinator));
   auto fabric_options = rkv::fabric::FabricOptionsFromFlags();
   auto bytes = rkv::ParseByteSize(absl::GetFlag(FLAGS_memory));
   auto copy_rate = rkv::ParseByteSize(absl::GetFlag(FLAGS_copy_rate));
-  for (const absl::Status& s :
-       {token.status(), fabric_options.status(), bytes.status(), copy_rate.status()}) {
+  for (const absl::Status& s : {token.status(), coordinators.status(), fabric_options.status(),
+                                bytes.status(), copy_rate.status()}) {
     if (!s.ok()) {
       std::cerr << "kvserver: " << s.message() << "\n";
       return 2;

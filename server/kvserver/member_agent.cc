@@ -131,9 +131,28 @@ void MemberAgent::StartPush(const proto::PushOrder& order) {
   push_ = std::make_unique<PushJob>(region_, std::move(wanted), copy_rate_);
 }
 
+absl::Duration MemberAgent::PerTry() const {
+  // A coordinator that does not answer within a fraction of a lease is
+  // left for the next: one paused or lost must not keep this server from
+  // reaching the one that leads before it must fence.
+  // (A standby leads a third of a lease after the leader fell silent, and
+  // a server must be renewed by then plus this, within 7/12 of a lease.)
+  if (!registered_) return absl::Milliseconds(500);
+  return std::clamp(lease_ / 12, absl::Milliseconds(30), absl::Seconds(1));
+}
+
+bool MemberAgent::TakeTerm(uint64_t term) {
+  // A coordinator of an older term than one this server heard from was
+  // deposed: nothing it says counts (it renews no lease, orders nothing).
+  if (term < term_) {
+    RKV_LOG(WARNING) << "ignored a coordinator of term " << term << " (term " << term_ << " leads)";
+    return false;
+  }
+  term_ = term;
+  return true;
+}
+
 grpc::Status MemberAgent::Exchange() {
-  grpc::ClientContext ctx;
-  coord_.Prepare(&ctx, RpcTimeout());
   const absl::Time sent = MonotonicNow();
   if (!registered_) {
     proto::RegisterRequest req;
@@ -150,8 +169,12 @@ grpc::Status MemberAgent::Exchange() {
     req.set_previous_generation(region_.previous_generation());
     for (uint64_t h : chunk_hashes_) req.add_chunk_hashes(h);
     proto::RegisterResponse resp;
-    grpc::Status s = coord_.stub().Register(&ctx, req, &resp);
+    grpc::Status s = coord_.Call(RpcTimeout(), PerTry(),
+                                 [&](proto::Coordinator::Stub& stub, grpc::ClientContext& ctx) {
+                                   return stub.Register(&ctx, req, &resp);
+                                 });
     if (!s.ok()) return s;
+    if (!TakeTerm(resp.term())) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "stale term");
     registered_ = true;
     chunk_hashes_.clear();  // Pushes change the memory from now on.
     renewed_at_ = sent;
@@ -160,7 +183,7 @@ grpc::Status MemberAgent::Exchange() {
     hurry_ = resp.hurry();
     RKV_LOG(INFO) << "registered with " << coord_.address() << " (lease " << resp.lease_ms()
                   << " ms, " << replicas_ << (replicas_ == 1 ? " copy" : " copies")
-                  << ", map epoch " << resp.epoch() << ")";
+                  << ", map epoch " << resp.epoch() << ", coordinator term " << resp.term() << ")";
     return s;
   }
   proto::HeartbeatRequest req;
@@ -170,7 +193,10 @@ grpc::Status MemberAgent::Exchange() {
   // A cancelled push carries out no order any more.
   if (push_ != nullptr && !push_->cancelled()) ToProto(*push_, req.mutable_push());
   proto::HeartbeatResponse resp;
-  grpc::Status s = coord_.stub().Heartbeat(&ctx, req, &resp);
+  grpc::Status s = coord_.Call(RpcTimeout(), PerTry(),
+                               [&](proto::Coordinator::Stub& stub, grpc::ClientContext& ctx) {
+                                 return stub.Heartbeat(&ctx, req, &resp);
+                               });
   if (s.error_code() == grpc::StatusCode::NOT_FOUND ||
       s.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
     RKV_LOG(INFO) << "coordinator does not know this registration; registering again";
@@ -180,6 +206,7 @@ grpc::Status MemberAgent::Exchange() {
     return grpc::Status::OK;
   }
   if (!s.ok()) return s;
+  if (!TakeTerm(resp.term())) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "stale term");
   renewed_at_ = sent;
   hurry_ = resp.hurry();
   if (resp.fence()) {
@@ -237,13 +264,14 @@ absl::Status MemberAgent::Run(const volatile std::sig_atomic_t* stop) {
   region_.StopServing();
   push_.reset();
   if (registered_) {
-    grpc::ClientContext ctx;
-    coord_.Prepare(&ctx, absl::Seconds(1));
     proto::DeregisterRequest dr;
     dr.set_id(id_);
     dr.set_generation(region_.generation());
     proto::DeregisterResponse resp;
-    (void)coord_.stub().Deregister(&ctx, dr, &resp);
+    (void)coord_.Call(absl::Seconds(1), absl::Milliseconds(500),
+                      [&](proto::Coordinator::Stub& stub, grpc::ClientContext& ctx) {
+                        return stub.Deregister(&ctx, dr, &resp);
+                      });
   }
   return absl::OkStatus();
 }

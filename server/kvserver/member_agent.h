@@ -44,6 +44,10 @@ class MemberAgent {
   bool ForgetPush();
   proto::RegionStats FreshStats();
   absl::Duration RpcTimeout() const;
+  // How long one coordinator of the list is given to answer.
+  absl::Duration PerTry() const;
+  // Whether a response of a coordinator of `term` counts (see term_).
+  bool TakeTerm(uint64_t term);
 
   const std::string id_;
   const std::string kind_;
@@ -55,6 +59,9 @@ class MemberAgent {
   // Taken after the last fence, sent with the registration that follows.
   std::vector<uint64_t> chunk_hashes_;
   uint32_t replicas_ = 1;
+  // The newest coordinator term heard from: a coordinator of an older one
+  // was deposed, and its renewals and orders are refused.
+  uint64_t term_ = 0;
   absl::Duration lease_ = absl::Seconds(3);
   // When the last heartbeat that renewed the lease was sent: the lease
   // holds until then + lease_ at the coordinator, which heard it later.

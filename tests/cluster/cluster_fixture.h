@@ -67,16 +67,21 @@ class ClusterFixture : public ::testing::Test {
     dir_ = absl::StrCat(::testing::TempDir(), "/rkv-cluster-", getpid(), "-",
                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
     ASSERT_EQ(system(absl::StrCat("rm -rf ", dir_, " && mkdir -p ", dir_).c_str()), 0);
-    StartCoordinator(/*port=*/0);
+    StartControlPlane();
   }
   void TearDown() override {
     servers_.clear();
     coordinator_.reset();
+    StopControlPlane();
     (void)system(absl::StrCat("rm -rf ", dir_).c_str());
   }
 
   // Copies of every key (kvcoord --replicas).
   virtual int Replicas() const { return 1; }
+  // One kvcoord with a state file; sets address_ (what servers and clients
+  // are given).
+  virtual void StartControlPlane() { StartCoordinator(/*port=*/0); }
+  virtual void StopControlPlane() {}
 
   void StartCoordinator(int port) {
     const std::string port_file = dir_ + "/coord.port";

@@ -78,8 +78,10 @@ class Client {
   using GetCallback = std::function<void(absl::StatusOr<std::string>)>;
   using DoneCallback = std::function<void(absl::Status)>;
 
-  // A client of a whole cluster, whose coordinator is at `coordinator`
-  // (host:port): fetches and watches the coordinator's map, places each
+  // A client of a whole cluster, whose coordinators are at `coordinator`
+  // ("host:port", or several comma-separated: it reads the map from any
+  // that answers, so it goes on when one is lost): fetches and watches the
+  // coordinators' map, places each
   // key on a replica group by rendezvous hashing of the group ids (so every
   // client agrees), connects to servers lazily, and after a failure
   // refreshes the map and retries once where that is safe (a restarted
