@@ -581,11 +581,13 @@ case "$cmd" in
     signal=KILL
     [ "$cmd" = term ] && signal=TERM
     kill_and_wait "$name" "$signal"
+    done_word=killed
+    [ "$cmd" = term ] && done_word=stopped
     case "$2" in
-      kvcoord) echo "killed the leading kvcoord, $(describe "$name")" ;;
-      etcd) echo "killed etcd's leader, $(describe "$name")" ;;
+      kvcoord) echo "$done_word the leading kvcoord, $(describe "$name")" ;;
+      etcd) echo "$done_word etcd's leader, $(describe "$name")" ;;
+      *) [ "$cmd" = kill ] || echo "$done_word $(describe "$name")" ;;
     esac
-    if [ "$cmd" = term ]; then echo "stopped $(describe "$name")"; fi
     ;;
   pause)
     load_layout
