@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # deploy/ checked: tests/deploy/check.py (manifests, flags, environment
-# files, Dockerfile), then `systemd-analyze verify` of the units where the
-# tool exists. The units name /usr/local/bin, where `cmake --install` puts
+# files, Dockerfiles), tests/deploy/etcd_example.sh (a TLS etcd from
+# deploy/systemd/etcd.default and deploy/etcd-certs.sh, where etcd and
+# openssl are installed), then `systemd-analyze verify` of the units where
+# the tool exists. The units name /usr/local/bin, where `cmake --install` puts
 # the programs; verify needs them to exist, so a copy pointing at BIN_DIR is
 # what it checks.
 #
@@ -10,6 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 bin="$(cd "${1:?usage: check.sh BIN_DIR}" && pwd)"
 python3 tests/deploy/check.py "$bin"
+bash tests/deploy/etcd_example.sh
 
 if ! command -v systemd-analyze >/dev/null; then
   echo "deploy check: no systemd-analyze on this machine; units not verified"
