@@ -34,7 +34,16 @@ absl::StatusOr<std::vector<std::string>> ParseCoordinatorList(const std::string&
 CoordinatorStub::CoordinatorStub(const std::string& addresses, std::string token)
     : token_(std::move(token)) {
   absl::StatusOr<std::vector<std::string>> list = ParseCoordinatorList(addresses);
-  addresses_ = list.ok() ? *std::move(list) : std::vector<std::string>{addresses};
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const std::string& a : list.ok() ? *list : std::vector<std::string>{addresses}) {
+    IndexLocked(a);
+  }
+}
+
+size_t CoordinatorStub::IndexLocked(const std::string& address) {
+  for (size_t i = 0; i < addresses_.size(); ++i) {
+    if (addresses_[i] == address) return i;
+  }
   // After a coordinator restart, reconnect within a fraction of a lease:
   // gRPC's default backoff grows to minutes, and a server of a replicated
   // cluster that fenced itself meanwhile waits for it to register again.
@@ -43,10 +52,10 @@ CoordinatorStub::CoordinatorStub(const std::string& addresses, std::string token
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 500);
-  for (const std::string& a : addresses_) {
-    stubs_.push_back(proto::Coordinator::NewStub(
-        grpc::CreateCustomChannel(a, grpc::InsecureChannelCredentials(), args)));
-  }
+  addresses_.push_back(address);
+  stubs_.push_back(proto::Coordinator::NewStub(
+      grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args)));
+  return addresses_.size() - 1;
 }
 
 void CoordinatorStub::Prepare(grpc::ClientContext* ctx, absl::Duration timeout) const {
@@ -54,26 +63,50 @@ void CoordinatorStub::Prepare(grpc::ClientContext* ctx, absl::Duration timeout) 
   ctx->set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout));
 }
 
-proto::Coordinator::Stub& CoordinatorStub::stub() { return *stubs_[current_.load()]; }
+proto::Coordinator::Stub& CoordinatorStub::stub() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return *stubs_[current_];
+}
 
-void CoordinatorStub::Next() { current_ = (current_.load() + 1) % stubs_.size(); }
+proto::Coordinator::Stub& CoordinatorStub::stub_at(size_t i) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return *stubs_[i];
+}
 
-const std::string& CoordinatorStub::address() const { return addresses_[current_.load()]; }
+void CoordinatorStub::Next() {
+  std::lock_guard<std::mutex> lock(mu_);
+  current_ = (current_ + 1) % stubs_.size();
+}
+
+std::string CoordinatorStub::address() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return addresses_[current_];
+}
+
+std::vector<std::string> CoordinatorStub::addresses() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return addresses_;
+}
 
 grpc::Status CoordinatorStub::Call(absl::Duration timeout, absl::Duration per_try, const Rpc& rpc) {
   const absl::Time deadline = absl::Now() + timeout;
-  size_t i = current_.load();
+  size_t i;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    i = current_;
+  }
   size_t tried = 0;
   // Those that did not answer in time: a standby may still name one as the
   // leader (until it takes over from it), and is not followed there.
-  std::vector<bool> silent(stubs_.size(), false);
+  std::vector<bool> silent;
   grpc::Status last(grpc::StatusCode::DEADLINE_EXCEEDED, "no coordinator tried");
   for (;;) {
     const absl::Duration left = deadline - absl::Now();
     if (left <= absl::ZeroDuration()) return last;
     grpc::ClientContext ctx;
     Prepare(&ctx, std::min(per_try, left));
-    grpc::Status s = rpc(*stubs_[i], ctx);
+    grpc::Status s = rpc(stub_at(i), ctx);
+    std::unique_lock<std::mutex> lock(mu_);
     if (s.ok()) {
       current_ = i;
       return s;
@@ -84,20 +117,20 @@ grpc::Status CoordinatorStub::Call(absl::Duration timeout, absl::Duration per_tr
       current_ = i;
       return last;
     }
+    silent.resize(stubs_.size());
     silent[i] = s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
     size_t next = (i + 1) % stubs_.size();
     auto hint = ctx.GetServerTrailingMetadata().find("rkv-leader");
     if (hint != ctx.GetServerTrailingMetadata().end()) {
-      const std::string leader(hint->second.data(), hint->second.size());
-      for (size_t j = 0; j < addresses_.size(); ++j) {
-        if (addresses_[j] == leader && j != i && !silent[j]) next = j;
-      }
+      const size_t leader = IndexLocked(std::string(hint->second.data(), hint->second.size()));
+      silent.resize(stubs_.size());
+      if (leader != i && !silent[leader]) next = leader;
     }
     i = next;
+    const bool round = ++tried % stubs_.size() == 0;
+    lock.unlock();
     // Every one tried: a leader may be about to take over; not a busy loop.
-    if (++tried % stubs_.size() == 0) {
-      absl::SleepFor(std::min(absl::Milliseconds(20), deadline - absl::Now()));
-    }
+    if (round) absl::SleepFor(std::min(absl::Milliseconds(20), deadline - absl::Now()));
   }
 }
 

@@ -5,12 +5,14 @@
 // Several coordinators may run: one leads, the others stand by. Call()
 // tries them in turn, starting with the one that answered last (or the
 // leader a standby named), so that callers follow the leader with no help.
+// A leader named that is not in the list (the list is one name that
+// resolves to every coordinator, say) joins it.
 #ifndef RKV_PROTO_COORDINATOR_STUB_H_
 #define RKV_PROTO_COORDINATOR_STUB_H_
 
-#include <atomic>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -51,18 +53,24 @@ class CoordinatorStub {
   proto::Coordinator::Stub& stub();
   void Next();
   // The coordinator stub() names now.
-  const std::string& address() const;
-  const std::vector<std::string>& addresses() const { return addresses_; }
+  std::string address() const;
+  // Those given, and the leaders learned since.
+  std::vector<std::string> addresses() const;
   // A stub for one coordinator of the list (kvctl asks each).
-  proto::Coordinator::Stub& stub_at(size_t i) { return *stubs_[i]; }
+  proto::Coordinator::Stub& stub_at(size_t i);
 
   absl::Status GetClusterMap(proto::ClusterMap* map, absl::Duration timeout = absl::Seconds(5));
 
  private:
-  std::vector<std::string> addresses_;
+  // The index of `address`, added if new.
+  size_t IndexLocked(const std::string& address);
+
   const std::string token_;
+  mutable std::mutex mu_;
+  std::vector<std::string> addresses_;
+  // Never shrinks, and a stub never moves: references stay valid.
   std::vector<std::unique_ptr<proto::Coordinator::Stub>> stubs_;
-  std::atomic<size_t> current_{0};
+  size_t current_ = 0;
 };
 
 // grpc::Status -> absl::Status, prefixed with what was being done.

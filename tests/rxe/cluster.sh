@@ -31,6 +31,9 @@ export RKV_BIN="$bin"
 export RKV_CLUSTER_DIR="$(mktemp -d /tmp/rkv-rxe.XXXXXX)"
 export RKV_COORDINATOR="127.0.0.1:7400"
 export RKV_FABRIC=verbs
+# The verbs fabric is under test here, not the control plane: one kvcoord
+# with its state file (etcd's 500 ms elections would flap under emulation).
+export RKV_ETCD_MEMBERS=0
 export RKV_SERVER_LISTEN="$RKV_RXE_SERVER_ADDR:0"
 export RKV_RDMA_DEVICE="$RKV_RXE_SERVER_DEVICE"
 export RKV_SERVER_MEMORY=32MiB
