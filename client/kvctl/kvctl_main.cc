@@ -163,6 +163,7 @@ int Status(rkv::CoordinatorStub& coord, const std::string& token) {
   const bool json = absl::GetFlag(FLAGS_json);
   if (json) std::cout << "{";
   PrintControlPlane(coord, coordinators, json);
+  if (!json) std::cout << "\n";
   if (json) {
     std::cout << "\"epoch\": " << map.epoch() << ", \"lease_ms\": " << map.lease_ms()
               << ", \"servers\": [";

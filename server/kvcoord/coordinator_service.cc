@@ -126,10 +126,8 @@ void CoordinatorService::OnLead(const proto::ClusterMap& state) {
                 << epoch_;
   // What changed while no coordinator led (a lease missed is not among
   // it: every lease starts again now).
-  if (groups_.Update(ViewsLocked())) {
-    Saved before = SaveLocked();
-    (void)CommitLocked(std::move(before));
-  }
+  Saved before = SaveLocked();
+  if (groups_.Update(ViewsLocked())) (void)CommitLocked(std::move(before));
 }
 
 void CoordinatorService::OnFollow(const proto::ClusterMap& state) {
@@ -366,15 +364,14 @@ grpc::Status CoordinatorService::WatchClusterMap(grpc::ServerContext* ctx,
                                                  grpc::ServerWriter<proto::ClusterMap>* writer) {
   if (auto s = Authenticate(ctx, "WatchClusterMap"); !s.ok()) return s;
   uint64_t sent = req->after_epoch();
-  bool first = !loaded_;
   for (;;) {
     proto::ClusterMap map;
     {
       std::unique_lock<std::mutex> lock(mu_);
       changed_.wait_for(lock, std::chrono::milliseconds(200),
-                        [&] { return stopping_ || (loaded_ && (epoch_ > sent || first)); });
+                        [&] { return stopping_ || (loaded_ && epoch_ > sent); });
       if (stopping_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "coordinator stopping");
-      if (!loaded_ || (epoch_ <= sent && !first)) {
+      if (!loaded_ || epoch_ <= sent) {
         if (ctx->IsCancelled()) return grpc::Status::CANCELLED;
         continue;
       }
@@ -382,7 +379,6 @@ grpc::Status CoordinatorService::WatchClusterMap(grpc::ServerContext* ctx,
     }
     if (!writer->Write(map)) return grpc::Status::CANCELLED;
     sent = map.epoch();
-    first = false;
   }
 }
 
