@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/monotonic_clock.h"
 
 namespace rkv {
 namespace {
@@ -89,7 +90,9 @@ std::vector<std::string> CoordinatorStub::addresses() const {
 }
 
 grpc::Status CoordinatorStub::Call(absl::Duration timeout, absl::Duration per_try, const Rpc& rpc) {
-  const absl::Time deadline = absl::Now() + timeout;
+  // On the monotonic clock: a server's fence deadline bounds `timeout`,
+  // and a step of the wall clock must not stretch it.
+  const absl::Time deadline = MonotonicNow() + timeout;
   size_t i;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -101,7 +104,7 @@ grpc::Status CoordinatorStub::Call(absl::Duration timeout, absl::Duration per_tr
   std::vector<bool> silent;
   grpc::Status last(grpc::StatusCode::DEADLINE_EXCEEDED, "no coordinator tried");
   for (;;) {
-    const absl::Duration left = deadline - absl::Now();
+    const absl::Duration left = deadline - MonotonicNow();
     if (left <= absl::ZeroDuration()) return last;
     grpc::ClientContext ctx;
     Prepare(&ctx, std::min(per_try, left));
@@ -130,7 +133,7 @@ grpc::Status CoordinatorStub::Call(absl::Duration timeout, absl::Duration per_tr
     const bool round = ++tried % stubs_.size() == 0;
     lock.unlock();
     // Every one tried: a leader may be about to take over; not a busy loop.
-    if (round) absl::SleepFor(std::min(absl::Milliseconds(20), deadline - absl::Now()));
+    if (round) absl::SleepFor(std::min(absl::Milliseconds(20), deadline - MonotonicNow()));
   }
 }
 

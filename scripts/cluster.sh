@@ -47,6 +47,8 @@
 # RKV_ETCD_MEMBERS: etcd members, 3 (default), 1 or 5; 0 runs no etcd and a
 # single kvcoord with a state file instead (the one-process coordinator).
 # RKV_ETCD_PREFIX (default /rkv): the cluster's key prefix in etcd.
+# RKV_ETCD_TMPFS=1: etcd's data on tmpfs (/dev/shm), behind a link
+# $dir/etcd, for throwaway clusters (the quickstart, the fault harness).
 # RKV_CLUSTER_DIR (default /tmp/rkv-cluster) holds region files, logs, pids,
 # etcd's data (etcd/eN) and the cluster token. Needs a build
 # (scripts/build.sh); RKV_BIN names another folder of binaries; etcd and
@@ -531,6 +533,16 @@ case "$cmd" in
     [ -f "$dir/token" ] || head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$dir/token"
     chmod 600 "$dir/token"
     save_layout
+    # RKV_ETCD_TMPFS=1: etcd's data on tmpfs behind $dir/etcd, for a
+    # throwaway cluster (the quickstart's, the fault harness's). An etcd
+    # that shares a disk with the region files can wait a second or more
+    # on fdatasync while their dirty pages are written back, longer than a
+    # 1.5 s lease lets the coordinators ride out; a production etcd gets a
+    # disk of its own (docs/DEPLOY.md).
+    if [ "$etcd_members" != 0 ] && [ -n "${RKV_ETCD_TMPFS:-}" ] && [ ! -e "$dir/etcd" ] &&
+      [ -d /dev/shm ] && [ -w /dev/shm ]; then
+      ln -s "$(mktemp -d /dev/shm/rkv-etcd.XXXXXX)" "$dir/etcd"
+    fi
     for e in $(etcd_names); do start_etcd_member "$e"; done
     if [ "$etcd_members" != 0 ] && ! wait_etcd_healthy "$(etcd_endpoints)" 30; then
       tail -n 3 "$dir"/e*.log >&2

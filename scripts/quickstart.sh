@@ -15,8 +15,11 @@ cd "$(dirname "$0")/.."
 bash scripts/build.sh
 
 export RKV_CLUSTER_DIR="$(mktemp -d /tmp/rkv-quickstart.XXXXXX)"
+# etcd's data on tmpfs (see scripts/cluster.sh): the cluster lives a minute.
+export RKV_ETCD_TMPFS=1
 cleanup() {
   bash scripts/cluster.sh stop >/dev/null 2>&1 || true
+  if [ -L "$RKV_CLUSTER_DIR/etcd" ]; then rm -rf "$(readlink "$RKV_CLUSTER_DIR/etcd")"; fi
   rm -rf "$RKV_CLUSTER_DIR"
 }
 trap cleanup EXIT INT TERM

@@ -137,7 +137,10 @@ void CoordinatorService::OnFollow(const proto::ClusterMap& state) {
 }
 
 Leadership CoordinatorService::LeadershipLocked() const {
-  if (store_ == nullptr || !refused_.ok()) return {};
+  // Stopping, it orders and renews nothing: the store hands the leadership
+  // on at once, and every handler that passed this check has returned by
+  // then (each holds the lock throughout).
+  if (store_ == nullptr || !refused_.ok() || stopping_) return {};
   return store_->leadership();
 }
 
@@ -255,55 +258,63 @@ grpc::Status CoordinatorService::Heartbeat(grpc::ServerContext* ctx,
   std::lock_guard<std::mutex> lock(mu_);
   const Leadership l = LeadershipLocked();
   if (auto s = CheckLeading(ctx, l); !s.ok()) return s;
+  // Orders (fences, pushes, changes of state, and answers that make a
+  // server register anew) only while no other coordinator can have taken
+  // over; a renewal a little longer.
+  auto can_order = [this] { return LeadershipLocked().CanOrder(MonotonicNow()); };
   auto it = servers_.find(req->id());
-  if (it == servers_.end()) {
-    return grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown server: register first");
-  }
-  if (it->second.info.region().generation() != req->generation()) {
+  if (it == servers_.end() || it->second.info.region().generation() != req->generation()) {
+    if (!can_order()) return CheckLeading(ctx, {});
+    if (it == servers_.end()) {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown server: register first");
+    }
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                         absl::StrCat("generation ", req->generation(), " is not the registered ",
                                      it->second.info.region().generation(), ": register again"));
   }
-  // Orders (fences, pushes, changes of state) only while no other
-  // coordinator can have taken over; a renewal a little longer.
-  const bool can_order = l.CanOrder(MonotonicNow());
+  ServerEntry& e = it->second;
   resp->set_lease_ms(absl::ToInt64Milliseconds(options_.lease));
   resp->set_term(l.term);
-  if (it->second.info.state() != proto::SERVER_STATE_UP && groups_.replicas() > 1) {
-    if (!can_order) return CheckLeading(ctx, {});
+  if (e.info.state() != proto::SERVER_STATE_UP && groups_.replicas() > 1) {
+    if (!can_order()) return CheckLeading(ctx, {});
     // Its group went on without it: it must not serve a client that still
     // takes it for a member. It fences itself and registers anew.
-    it->second.last_heard = MonotonicNow();
+    e.last_heard = MonotonicNow();
     resp->set_fence(true);
     return grpc::Status::OK;
   }
-  it->second.last_heard = MonotonicNow();
-  *it->second.info.mutable_stats() = req->stats();
-  if (!can_order) return grpc::Status::OK;
-  if (it->second.info.state() != proto::SERVER_STATE_UP) {
+  e.last_heard = MonotonicNow();
+  *e.info.mutable_stats() = req->stats();
+  if (!can_order()) return grpc::Status::OK;
+  // Each change is stored before the next is considered; one refused
+  // ends the exchange at the renewal (the store may no longer lead).
+  if (e.info.state() != proto::SERVER_STATE_UP) {
     Saved before = SaveLocked();
-    it->second.info.set_state(proto::SERVER_STATE_UP);
-    if (CommitLocked(std::move(before))) {
-      RKV_LOG(INFO) << "server " << req->id() << " is back up; epoch " << epoch_;
-    }
+    servers_.at(req->id()).info.set_state(proto::SERVER_STATE_UP);
+    if (!CommitLocked(std::move(before))) return grpc::Status::OK;
+    RKV_LOG(INFO) << "server " << req->id() << " is back up; epoch " << epoch_;
   }
   if (req->has_push()) {
     Saved before = SaveLocked();
-    if (groups_.OnProgress(req->id(), req->push(), ViewsLocked())) {
-      (void)CommitLocked(std::move(before));
+    if (groups_.OnProgress(req->id(), req->push(), ViewsLocked()) &&
+        !CommitLocked(std::move(before))) {
+      return grpc::Status::OK;
     }
   }
-  resp->set_fence(groups_.MustFence(req->id(), req->generation()));
   // From the moment the pusher is handed its push only its copy counts:
   // that must be stored first, or a coordinator leading after this one
   // could take a half-pushed target for a good copy. If it cannot be
   // stored, the group waits as it was (a push already under way goes on).
-  if (groups_.PushPending(req->id(), ViewsLocked())) {
+  std::map<std::string, ServerView> views = ViewsLocked();
+  if (groups_.PushPending(req->id(), views)) {
     Saved before = SaveLocked();
-    groups_.BeginPush(req->id(), ViewsLocked());
-    (void)CommitLocked(std::move(before));
+    groups_.BeginPush(req->id(), views);
+    if (!CommitLocked(std::move(before))) return grpc::Status::OK;
+    views = ViewsLocked();
   }
-  const std::map<std::string, ServerView> views = ViewsLocked();
+  // The commits took time: still no other coordinator?
+  if (!can_order()) return grpc::Status::OK;
+  resp->set_fence(groups_.MustFence(req->id(), req->generation()));
   if (std::optional<proto::PushOrder> order = groups_.PushFor(req->id(), views)) {
     for (proto::ServerInfo& t : *order->mutable_targets()) {
       ServerEntry& target = servers_.at(t.id());
@@ -371,6 +382,11 @@ grpc::Status CoordinatorService::WatchClusterMap(grpc::ServerContext* ctx,
       changed_.wait_for(lock, std::chrono::milliseconds(200),
                         [&] { return stopping_ || (loaded_ && epoch_ > sent); });
       if (stopping_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "coordinator stopping");
+      // Cut off from the state: the client follows another coordinator.
+      if (store_ != nullptr && !store_->Current()) {
+        return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                            "this coordinator has lost touch with the cluster's state");
+      }
       if (!loaded_ || epoch_ <= sent) {
         if (ctx->IsCancelled()) return grpc::Status::CANCELLED;
         continue;

@@ -110,7 +110,7 @@ void EtcdStateStore::Run() {
       continue;
     }
     lock.unlock();
-    TryLead();
+    TryLead(/*own=*/false);
     lock.lock();
     last_write = MonotonicNow();
     // Lost the race, or etcd did not answer: not again at once.
@@ -119,15 +119,18 @@ void EtcdStateStore::Run() {
 }
 
 void EtcdStateStore::ExtendLocked(absl::Time sent) {
-  order_until_ = std::max(order_until_, sent + Margin(takeover_after_));
+  order_until_ = std::max(order_until_, sent + Margin(takeover_after_) - InFlight(options_.lease));
   renew_until_ = std::max(renew_until_, sent + Margin(takeover_after_ + options_.lease / 4));
 }
 
-void EtcdStateStore::TryLead() {
+void EtcdStateStore::TryLead(bool own) {
   std::unique_lock<std::mutex> write(write_mu_);
   int64_t expected;
   {
+    // The revision and the silence since it are taken together: a write
+    // seen after Run decided to take over puts the takeover off.
     std::lock_guard<std::mutex> lock(mu_);
+    if (!own && !seen_value_.empty() && MonotonicNow() < seen_at_ + takeover_after_) return;
     expected = seen_value_.empty() ? 0 : seen_rev_;
   }
   std::random_device rd;
@@ -148,7 +151,13 @@ void EtcdStateStore::TryLead() {
   proto::ClusterMap state;
   if (std::optional<proto::ClusterMap> s = ParseState(*stored)) {
     state = *std::move(s);
-  } else if (!stored->has_value() && options_.import.epoch() != 0) {
+  } else if (stored->has_value()) {
+    // Starting afresh would forget every registration and replica group:
+    // no coordinator leads until an operator has looked.
+    RKV_LOG(ERROR) << "etcd's " << state_key_ << " is not a cluster map; not leading";
+    (void)client_->Txn({Unchanged(leader_key_, lead_rev)}, {}, {leader_key_});
+    return;
+  } else if (options_.import.epoch() != 0) {
     state = options_.import;
     RKV_LOG(INFO) << "etcd holds no state under " << options_.prefix
                   << ": starting from the imported one (epoch " << state.epoch() << ")";
@@ -209,7 +218,7 @@ void EtcdStateStore::Refresh() {
   if (warned_) RKV_LOG(INFO) << "etcd reachable again";
   warned_ = false;
   if (r->succeeded) {
-    if (my_rev_ == expected) my_rev_ = r->revision;
+    my_rev_ = r->revision;
     ExtendLocked(sent);
     return;
   }
@@ -246,7 +255,7 @@ void EtcdStateStore::Resync() {
   // Still this coordinator's (a write whose answer was lost): it leads
   // again, from the state as stored, under the next term.
   if (mine) {
-    TryLead();
+    TryLead(/*own=*/true);
     return;
   }
   OnStateKey(*stored);
@@ -277,7 +286,12 @@ absl::Status EtcdStateStore::Commit(const proto::ClusterMap& state) {
   std::string value;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!leading_) return absl::FailedPreconditionError("this coordinator does not lead");
+    // Of this leadership only: a state built under an earlier one of this
+    // coordinator (before an unknown outcome made it lead again) would
+    // undo what it stored since.
+    if (!leading_ || state.term() != term_) {
+      return absl::FailedPreconditionError("this coordinator does not lead");
+    }
     leader_rev = my_rev_;
     state_rev = state_rev_;
     value = my_value_;
@@ -294,6 +308,11 @@ absl::Status EtcdStateStore::Commit(const proto::ClusterMap& state) {
     ExtendLocked(sent);
     return absl::OkStatus();
   }
+  // Surely not stored (no member could take it): only this change is
+  // refused; the leadership stands on its last write.
+  if (!r.ok() && r.status().code() == absl::StatusCode::kUnavailable) {
+    return absl::UnavailableError(absl::StrCat("etcd: ", r.status().message()));
+  }
   // Refused (another leads) or not answered (it may have been stored):
   // this coordinator acts no more until it has read etcd again.
   leading_ = false;
@@ -308,6 +327,15 @@ Leadership EtcdStateStore::leadership() const {
   std::lock_guard<std::mutex> lock(mu_);
   if (!announced_) return {term_, absl::InfinitePast(), absl::InfinitePast()};
   return {term_, renew_until_, order_until_};
+}
+
+bool EtcdStateStore::Current() const {
+  // A leader's writes, or a standby's view of them: the leader rewrites
+  // its key every refresh_every, so a standby that saw nothing for a lease
+  // is cut off from etcd (or no one leads) and its map may be old.
+  std::lock_guard<std::mutex> lock(mu_);
+  if (announced_) return MonotonicNow() < renew_until_;
+  return MonotonicNow() < seen_at_ + options_.lease;
 }
 
 std::string EtcdStateStore::LeaderAddress() const {

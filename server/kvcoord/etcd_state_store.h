@@ -61,6 +61,7 @@ class EtcdStateStore final : public StateStore {
   void Stop() override;
   absl::Status Commit(const proto::ClusterMap& state) override;
   Leadership leadership() const override;
+  bool Current() const override;
   std::string LeaderAddress() const override;
   StoreDescription Describe() const override;
 
@@ -71,19 +72,22 @@ class EtcdStateStore final : public StateStore {
  private:
   // What a coordinator of another clock rate could see as `d`: 10 % less.
   static absl::Duration Margin(absl::Duration d) { return d * 9 / 10; }
+  // How long an order may take to reach a server after it was decided (a
+  // server's try of one coordinator): orders stop this much earlier.
+  static absl::Duration InFlight(absl::Duration lease) { return lease / 12; }
 
   void Run();
   // One attempt to write the leader key as it was last seen (absent:
-  // `seen_rev_` 0) — the previous leader gone quiet, or this one after an
-  // outcome it could not know — then to store the state under the next
-  // term and lead.
-  void TryLead();
+  // `seen_rev_` 0) — the previous leader silent for takeover_after since
+  // that write was seen (checked again here: a write seen since puts it
+  // off), or `own` key of this coordinator after an outcome it could not
+  // know — then to store the state under the next term and lead.
+  void TryLead(bool own);
   // Rewrites the leader key; deposed when another wrote it.
   void Refresh();
   // Reads the leader key and the state, and follows (or leads again, when
   // the key is still this coordinator's).
   void Resync();
-  void Follow();
   // A successful write sent at `sent`: the leadership holds a while longer.
   void ExtendLocked(absl::Time sent);
   void OnLeaderKey(const std::optional<etcd::KeyValue>& kv);

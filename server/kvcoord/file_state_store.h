@@ -25,6 +25,7 @@ class FileStateStore final : public StateStore {
   // crash leaves the old state or the new one, never a torn one.
   absl::Status Commit(const proto::ClusterMap& state) override;
   Leadership leadership() const override;
+  bool Current() const override { return true; }
   std::string LeaderAddress() const override { return ""; }
   StoreDescription Describe() const override;
 

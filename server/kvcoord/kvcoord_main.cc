@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/cluster_token.h"
@@ -154,6 +155,12 @@ int main(int argc, char** argv) {
   const std::string address = absl::GetFlag(FLAGS_advertise).empty()
                                   ? absl::StrCat(listen.substr(0, listen.rfind(':')), ":", port)
                                   : absl::GetFlag(FLAGS_advertise);
+  if (!absl::GetFlag(FLAGS_etcd).empty() && absl::GetFlag(FLAGS_advertise).empty() &&
+      (absl::StartsWith(listen, "0.0.0.0:") || absl::StartsWith(listen, "[::]:"))) {
+    // Standbys send servers and clients to the leader's address.
+    return Fail(2, absl::InvalidArgumentError(
+                       "--listen on every address needs --advertise (where others reach it)"));
+  }
   const std::string id = absl::GetFlag(FLAGS_id).empty() ? address : absl::GetFlag(FLAGS_id);
   auto store = MakeStore(id, address, lease);
   if (!store.ok()) return Fail(2, store.status());

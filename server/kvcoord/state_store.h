@@ -44,8 +44,9 @@ struct StoreDescription {
 
 class StateStore {
  public:
-  // What the store tells the coordinator, one call at a time, never while
-  // the coordinator is inside Commit.
+  // What the store tells the coordinator, one call at a time (a call may
+  // wait for the coordinator's lock while a handler is inside Commit; the
+  // coordinator may Commit from inside OnLead).
   class Listener {
    public:
     // This coordinator leads from now on, from `state` (its term already
@@ -61,17 +62,24 @@ class StateStore {
 
   virtual ~StateStore() = default;
   // Starts following or leading; the listener is called from now on. An
-  // error when the stored state cannot be read at all.
+  // error when the stored state cannot be read at all (a file; etcd is
+  // read, and read again, on the store's own thread).
   virtual absl::Status Start(Listener& listener) = 0;
   // Stops; a leader hands its leadership on at once (another may take
   // over without waiting for it to lapse).
   virtual void Stop() = 0;
   // Stores `state` as the next state. Refused — and nothing stored —
-  // unless this coordinator leads and the state is as it last stored it.
-  // An error may leave the outcome unknown: the store then re-reads what
-  // is stored and calls the listener before this coordinator acts again.
+  // unless this coordinator leads under `state.term()` and the state is as
+  // it last stored it. UNAVAILABLE: surely not stored, the leadership
+  // stands. Another error may leave the outcome unknown: this coordinator
+  // then stops leading, and the store re-reads what is stored and calls
+  // the listener before it acts again.
   virtual absl::Status Commit(const proto::ClusterMap& state) = 0;
   virtual Leadership leadership() const = 0;
+  // Whether the state this coordinator has is known to be current: it
+  // leads, or it follows a leader it hears from. A standby cut off from
+  // etcd is not, and sends clients elsewhere.
+  virtual bool Current() const = 0;
   // The leader's address as last heard (empty: none known); cheap.
   virtual std::string LeaderAddress() const = 0;
   // May ask etcd's members (a fraction of a second).

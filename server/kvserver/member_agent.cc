@@ -141,14 +141,11 @@ absl::Duration MemberAgent::PerTry() const {
   return std::clamp(lease_ / 12, absl::Milliseconds(30), absl::Seconds(1));
 }
 
-bool MemberAgent::TakeTerm(uint64_t term) {
+bool MemberAgent::Stale(uint64_t term) {
   // A coordinator of an older term than one this server heard from was
   // deposed: nothing it says counts (it renews no lease, orders nothing).
-  if (term < term_) {
-    RKV_LOG(WARNING) << "ignored a coordinator of term " << term << " (term " << term_ << " leads)";
-    return false;
-  }
-  term_ = term;
+  if (term >= term_) return false;
+  RKV_LOG(WARNING) << "ignored a coordinator of term " << term << " (term " << term_ << " leads)";
   return true;
 }
 
@@ -174,7 +171,10 @@ grpc::Status MemberAgent::Exchange() {
                                    return stub.Register(&ctx, req, &resp);
                                  });
     if (!s.ok()) return s;
-    if (!TakeTerm(resp.term())) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "stale term");
+    // Stored by the coordinator that answered, which led then: its term is
+    // the one to follow, even one lower than heard before (its state was
+    // started afresh).
+    term_ = resp.term();
     registered_ = true;
     chunk_hashes_.clear();  // Pushes change the memory from now on.
     renewed_at_ = sent;
@@ -193,10 +193,15 @@ grpc::Status MemberAgent::Exchange() {
   // A cancelled push carries out no order any more.
   if (push_ != nullptr && !push_->cancelled()) ToProto(*push_, req.mutable_push());
   proto::HeartbeatResponse resp;
-  grpc::Status s = coord_.Call(RpcTimeout(), PerTry(),
-                               [&](proto::Coordinator::Stub& stub, grpc::ClientContext& ctx) {
-                                 return stub.Heartbeat(&ctx, req, &resp);
-                               });
+  bool stale = false;
+  grpc::Status s = coord_.Call(
+      RpcTimeout(), PerTry(), [&](proto::Coordinator::Stub& stub, grpc::ClientContext& ctx) {
+        grpc::Status st = stub.Heartbeat(&ctx, req, &resp);
+        // A deposed coordinator: on to the next.
+        stale = st.ok() && Stale(resp.term());
+        return stale ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "a deposed coordinator's term")
+                     : st;
+      });
   if (s.error_code() == grpc::StatusCode::NOT_FOUND ||
       s.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
     RKV_LOG(INFO) << "coordinator does not know this registration; registering again";
@@ -205,8 +210,14 @@ grpc::Status MemberAgent::Exchange() {
     registered_ = false;
     return grpc::Status::OK;
   }
-  if (!s.ok()) return s;
-  if (!TakeTerm(resp.term())) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "stale term");
+  if (!s.ok()) {
+    // Only older terms heard for a lease: the newer one is gone for good
+    // (the control plane's state started afresh). Registering again takes
+    // the term that leads now.
+    if (stale && MonotonicNow() - renewed_at_ > lease_) registered_ = false;
+    return s;
+  }
+  term_ = resp.term();
   renewed_at_ = sent;
   hurry_ = resp.hurry();
   if (resp.fence()) {

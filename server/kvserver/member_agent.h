@@ -46,8 +46,8 @@ class MemberAgent {
   absl::Duration RpcTimeout() const;
   // How long one coordinator of the list is given to answer.
   absl::Duration PerTry() const;
-  // Whether a response of a coordinator of `term` counts (see term_).
-  bool TakeTerm(uint64_t term);
+  // Whether a coordinator of `term` was deposed (see term_).
+  bool Stale(uint64_t term);
 
   const std::string id_;
   const std::string kind_;

@@ -95,6 +95,9 @@ servers=3
 bin="$(cd "$bin" && pwd)"
 export RKV_BIN="$bin"
 export RKV_CLUSTER_DIR="$(mktemp -d /tmp/rkv-fault.XXXXXX)"
+# etcd's data on tmpfs (see scripts/cluster.sh): the load's region files
+# must not hold etcd's fdatasync up for longer than a lease.
+export RKV_ETCD_TMPFS=1
 source scripts/lib/proc.sh
 # kvcoords at BASE and BASE+1, etcd at BASE+10.. and BASE+20.. (cluster.sh).
 RKV_PORT_BASE=$(proc_pick_ports 26000 30000 30)
@@ -119,7 +122,12 @@ cleanup() {
   [ -n "$load_pid" ] && kill -9 "$load_pid" 2>/dev/null || true
   # stop continues paused processes before it stops them.
   bash scripts/cluster.sh stop >/dev/null 2>&1 || true
-  if [ -n "${RKV_FAULT_KEEP:-}" ]; then echo "logs kept in $dir"; else rm -rf "$dir"; fi
+  if [ -n "${RKV_FAULT_KEEP:-}" ]; then
+    echo "logs kept in $dir"
+  else
+    if [ -L "$dir/etcd" ]; then rm -rf "$(readlink "$dir/etcd")"; fi
+    rm -rf "$dir"
+  fi
 }
 trap cleanup EXIT
 

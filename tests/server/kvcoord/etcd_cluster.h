@@ -302,7 +302,8 @@ class EtcdCluster {
         // this one is refused as a peer instead of joining.
         "--initial-cluster-token=" + dir_,
         absl::StrCat("--heartbeat-interval=", options_.heartbeat_ms),
-        absl::StrCat("--election-timeout=", options_.election_ms), "--pre-vote",
+        absl::StrCat("--election-timeout=", options_.election_ms),
+        "--pre-vote",
         "--logger=zap",
         "--log-outputs=" + LogPath(i),
     };
