@@ -2,14 +2,18 @@
 # Installs the Debian 12 packages rkv builds and tests with, and any extra
 # packages named as arguments (scripts/bench.sh asks for gnuplot-nox).
 # With --runtime first, only the packages the built programs run with.
-# Idempotent: does nothing (and needs no network) when every package is
-# already installed.
+# Full mode also unpacks etcd's .proto files into .deps/etcd-proto (see
+# scripts/lib/etcd_protos.sh), from which the build generates its etcd
+# client. Idempotent: does nothing (and needs no network) when every
+# package is already installed and the .proto files are there.
 set -euo pipefail
 
 # --runtime: only what the built programs need to run (the container
 # image's final stage), and rdma-core's tools to check a node.
+runtime=0
 if [ "${1:-}" = "--runtime" ]; then
   shift
+  runtime=1
   PACKAGES=(
     libabsl20220623 libprotobuf32 libgrpc++1.51 libibverbs1 librdmacm1 ibverbs-providers
     rdma-core ibverbs-utils libmemcached11 libhiredis0.14
@@ -27,6 +31,8 @@ else
     libmemcached-dev libhiredis-dev memcached redis-server
     # The deployment files' checks (tests/deploy/check.sh).
     python3-yaml
+    # The coordinator's store; the etcd client's tests run a real cluster.
+    etcd-server etcd-client
     # ss, with which the scripts wait for a process's port.
     iproute2
     # The one formatter the tree is formatted with (scripts/format.sh).
@@ -44,15 +50,26 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#PACKAGES[@]} packages present"
-  exit 0
+else
+  echo "install-deps: installing ${missing[*]}"
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || { echo "install-deps: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+    SUDO=sudo
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -q
+  $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-echo "install-deps: installing ${missing[*]}"
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then
-  command -v sudo >/dev/null || { echo "install-deps: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
-  SUDO=sudo
+if [ "$runtime" = 0 ]; then
+  root="$(cd "$(dirname "$0")/.." && pwd)"
+  if [ -f "$root/scripts/lib/etcd_protos.sh" ]; then
+    bash "$root/scripts/lib/etcd_protos.sh" "$root/.deps/etcd-proto"
+  else
+    # Copied alone (the container image's first step installs the packages
+    # before the tree is there); the build's own run of this script
+    # fetches them.
+    echo "install-deps: no scripts/lib/etcd_protos.sh beside this script; etcd's .proto files not fetched"
+  fi
 fi
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -q
-$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
