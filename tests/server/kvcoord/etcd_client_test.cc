@@ -40,10 +40,10 @@ std::unique_ptr<EtcdCluster> StartCluster(int members) {
   return cluster.ok() ? *std::move(cluster) : nullptr;
 }
 
-// For tests of what calls do, not of how soon: etcd on a loaded machine
-// can stall for half a second (seen on two shared cores), and a write that
-// outlives its deadline has an unknown outcome, which such a test cannot
-// take for an answer.
+// For tests of what calls do, not of how soon: on a loaded machine etcd
+// can stall for half a second, now and then for two (seen on two shared
+// cores), and a write that outlives its deadline has an unknown outcome,
+// which such a test cannot take for an answer.
 EtcdOptions Patient(std::vector<std::string> endpoints) {
   EtcdOptions options;
   options.endpoints = std::move(endpoints);
@@ -52,17 +52,20 @@ EtcdOptions Patient(std::vector<std::string> endpoints) {
   return options;
 }
 
-// For tests of failing over: near the defaults (500 ms, 2 s), with room
-// for one such stall. A call returns within the total, plus slack:
-// kCallBound.
+// For tests of failing over. A call spends at most call_timeout on each
+// member (a dead one refuses at once; one whose leader died holds it until
+// a new one is elected), so with one member of three down it returns
+// within kCallBound: call_timeout times three, and slack. total_timeout is
+// longer, so that a stall of the machine makes the bound fail, not the
+// call.
 EtcdOptions Failover(std::vector<std::string> endpoints) {
   EtcdOptions options;
   options.endpoints = std::move(endpoints);
-  options.call_timeout = absl::Milliseconds(750);
-  options.total_timeout = absl::Milliseconds(2250);
+  options.call_timeout = absl::Seconds(1);
+  options.total_timeout = absl::Seconds(6);
   return options;
 }
-constexpr absl::Duration kCallBound = absl::Seconds(3);
+constexpr absl::Duration kCallBound = absl::Milliseconds(3500);
 
 std::unique_ptr<EtcdClient> Connect(EtcdOptions options) {
   absl::StatusOr<std::unique_ptr<EtcdClient>> client = EtcdClient::Create(std::move(options));
@@ -375,8 +378,8 @@ TEST(EtcdClientTest, WatchLeavesAMemberThatHangs) {
     expected.push_back(absl::StrCat("v", i, "@", txn->revision));
   }
   EXPECT_THAT(recorder.WaitFor(expected.size()), ElementsAreArray(expected));
-  // Two call_timeouts to notice (1.5 s), the writes, and slack.
-  EXPECT_LE(absl::Now() - stopped, absl::Seconds(5));
+  // Two call_timeouts to notice (2 s), the writes, and slack.
+  EXPECT_LE(absl::Now() - stopped, absl::Seconds(6));
   cluster->Cont(hung);
 }
 
@@ -393,10 +396,10 @@ TEST(EtcdClientTest, DestroyingAWatchIsPrompt) {
     absl::SleepFor(absl::Milliseconds(50));
   }
   ASSERT_FALSE(recorder.Seen().empty());
-  absl::SleepFor(absl::Milliseconds(300));  // Mid-way in the prober's wait.
+  absl::SleepFor(absl::Milliseconds(300));  // Mid-way in the prober's 2 s wait.
   const absl::Time before = absl::Now();
   watch.reset();
-  EXPECT_LE(absl::Now() - before, absl::Milliseconds(300));
+  EXPECT_LE(absl::Now() - before, absl::Seconds(1));
 }
 
 // One member of three killed, the etcd leader among the cases: reads and
@@ -446,7 +449,10 @@ TEST(EtcdClientTest, WithoutQuorumTxnFailsInTimeAndWorksOnceAMemberIsBack) {
   ASSERT_NE(cluster, nullptr);
   const int leader = cluster->WaitForLeader();
   ASSERT_GE(leader, 0);
-  std::unique_ptr<EtcdClient> client = Connect(Failover(cluster->endpoints()));
+  // The default timeouts: 500 ms a member, 2 s in all.
+  EtcdOptions defaults;
+  defaults.endpoints = cluster->endpoints();
+  std::unique_ptr<EtcdClient> client = Connect(defaults);
   int64_t put = 0;
   ASSERT_NE(PutSurely(*client, "k", "before", &put), 0);
 
@@ -469,12 +475,14 @@ TEST(EtcdClientTest, WithoutQuorumTxnFailsInTimeAndWorksOnceAMemberIsBack) {
   EXPECT_LE(absl::Now() - read_start, client->options().total_timeout + absl::Seconds(1));
   EXPECT_TRUE(cluster->running(survivor));
 
+  // Back to a quorum, the same client writes again (its connection to the
+  // member that came back is remade in the background).
   const absl::Status restarted = cluster->Restart(back);
   ASSERT_TRUE(restarted.ok()) << restarted;
-  const Compare absent{.key = "new", .target = Compare::Target::kCreateRevision, .revision = 0};
-  txn = client->Txn({absent}, {{"new", "after"}});
-  ASSERT_TRUE(txn.ok()) << txn.status();
-  EXPECT_TRUE(txn->succeeded);
+  int64_t absent = 0;
+  const absl::Time again = absl::Now();
+  EXPECT_NE(PutSurely(*client, "new", "after", &absent), 0);
+  EXPECT_LE(absl::Now() - again, absl::Seconds(5));
 }
 
 TEST(EtcdClientTest, StatusMarksAKilledMemberAndNamesOneLeader) {

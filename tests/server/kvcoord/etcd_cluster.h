@@ -149,7 +149,9 @@ class EtcdCluster {
   int LeaderIndex() {
     uint64_t term = 0;
     uint64_t leader = 0;
-    for (const server::etcd::MemberStatus& s : Status()) {
+    const std::vector<server::etcd::MemberStatus> status = Status();
+    LearnIds(status);
+    for (const server::etcd::MemberStatus& s : status) {
       if (s.status.ok() && s.leader_id != 0 && s.raft_term >= term) {
         term = s.raft_term;
         leader = s.leader_id;
@@ -278,10 +280,23 @@ class EtcdCluster {
       for (int i = 0; i < options_.members; ++i) Kill(i);
       return s;
     }
-    // Every member answered: learn their ids for LeaderIndex.
-    std::vector<server::etcd::MemberStatus> status = Status();
-    for (int i = 0; i < options_.members; ++i) members_[i].id = status[i].member_id;
-    return absl::OkStatus();
+    // Their ids, for LeaderIndex, from the cluster's own client (which may
+    // still be reconnecting to a member that was not listening yet).
+    for (;;) {
+      LearnIds(Status());
+      if (std::all_of(members_.begin(), members_.end(),
+                      [](const Member& m) { return m.id != 0; })) {
+        return absl::OkStatus();
+      }
+      if (absl::Now() >= deadline) return absl::DeadlineExceededError("etcd members' ids unknown");
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+  }
+
+  void LearnIds(const std::vector<server::etcd::MemberStatus>& status) {
+    for (size_t i = 0; i < status.size() && i < members_.size(); ++i) {
+      if (status[i].status.ok() && status[i].member_id != 0) members_[i].id = status[i].member_id;
+    }
   }
 
   absl::Status Spawn(int i) {
