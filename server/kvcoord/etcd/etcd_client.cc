@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <fstream>
 #include <mutex>
 #include <sstream>
@@ -15,7 +16,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "common/logging.h"
+#include "common/monotonic_clock.h"
 #include "etcd/etcdserver/etcdserverpb/rpc.grpc.pb.h"
 #include "etcd/mvcc/mvccpb/kv.pb.h"
 
@@ -56,18 +59,35 @@ std::string Describe(const grpc::Status& s) {
                       s.error_message());
 }
 
-// Connects the channel if it is idle and waits until it is ready; false if
-// it failed to connect or is not ready by `deadline`. A call made only on a
-// ready channel was surely not sent when this says false, which is what
-// lets a transaction move on to the next member.
-bool WaitConnected(grpc::Channel& channel, absl::Time deadline) {
+const char* StateName(grpc_connectivity_state state) {
+  switch (state) {
+    case GRPC_CHANNEL_IDLE:
+      return "idle";
+    case GRPC_CHANNEL_CONNECTING:
+      return "connecting";
+    case GRPC_CHANNEL_READY:
+      return "ready";
+    case GRPC_CHANNEL_TRANSIENT_FAILURE:
+      return "failed to connect";
+    case GRPC_CHANNEL_SHUTDOWN:
+      return "shut down";
+  }
+  return "?";
+}
+
+// Connects the channel if it is idle and waits until it is ready; returns
+// the state it is left in, READY or the one it failed in (at once on a
+// failed connection, else by `deadline`). A call is made only on a ready
+// channel, so when this is not READY nothing was sent, which is what lets
+// a transaction move on to the next member.
+grpc_connectivity_state WaitConnected(grpc::Channel& channel, absl::Time deadline) {
   grpc_connectivity_state state = channel.GetState(/*try_to_connect=*/true);
-  while (state != GRPC_CHANNEL_READY) {
-    if (state == GRPC_CHANNEL_TRANSIENT_FAILURE || state == GRPC_CHANNEL_SHUTDOWN) return false;
-    if (!channel.WaitForStateChange(state, ToChrono(deadline))) return false;
+  while (state != GRPC_CHANNEL_READY && state != GRPC_CHANNEL_TRANSIENT_FAILURE &&
+         state != GRPC_CHANNEL_SHUTDOWN) {
+    if (!channel.WaitForStateChange(state, ToChrono(deadline))) break;
     state = channel.GetState(/*try_to_connect=*/true);
   }
-  return true;
+  return state;
 }
 
 // What a failed call says about where the request got.
@@ -136,6 +156,9 @@ struct EtcdClient::Impl {
     grpc::ChannelArguments args;
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 500);
+    // Connections of this client's own: not shared with other clients of
+    // the process, whose reconnect backoff they would otherwise share.
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     for (const std::string& endpoint : options.endpoints) {
       Member m;
       m.endpoint = endpoint;
@@ -145,6 +168,42 @@ struct EtcdClient::Impl {
       m.maintenance = pb::Maintenance::NewStub(m.channel);
       members.push_back(std::move(m));
     }
+    keeper_ = std::thread([this] { KeepConnected(); });
+  }
+
+  ~Impl() {
+    {
+      // No watch may start on the queue once it is shut down.
+      std::lock_guard<std::mutex> lock(keeper_mu_);
+      keeper_stopping_ = true;
+      keeper_cq_.Shutdown();
+    }
+    keeper_.join();
+  }
+
+  // Keeps every channel connecting until it is ready, and waits on their
+  // state, which is what makes gRPC go on with a connection attempt: its
+  // progress (the refusal, the handshake) is seen only by a thread that
+  // polls, and without one only its backup poller does, every 5 s. So a
+  // member that comes back is connected to again within the reconnect
+  // backoff, not after 5 to 10 s, and a call never waits for a connection
+  // that could have been made before.
+  void KeepConnected() {
+    for (size_t i = 0; i < members.size(); ++i) WatchState(i);
+    void* tag = nullptr;
+    bool ok = false;
+    while (keeper_cq_.Next(&tag, &ok)) WatchState(reinterpret_cast<uintptr_t>(tag));
+  }
+
+  // Until the state changes or a short while passes (the while bounds how
+  // long the destructor waits for the watches to end).
+  void WatchState(size_t i) {
+    std::lock_guard<std::mutex> lock(keeper_mu_);
+    if (keeper_stopping_) return;
+    grpc::Channel& channel = *members[i].channel;
+    channel.NotifyOnStateChange(channel.GetState(/*try_to_connect=*/true),
+                                ToChrono(absl::Now() + absl::Milliseconds(200)), &keeper_cq_,
+                                reinterpret_cast<void*>(static_cast<uintptr_t>(i)));
   }
 
   size_t Next(size_t i) const { return (i + 1) % members.size(); }
@@ -153,20 +212,23 @@ struct EtcdClient::Impl {
   // try within call_timeout, until one answers, `retry` says an error is
   // final, or total_timeout has passed.
   absl::Status Run(const std::string& what, Retry retry, const Call& call) {
-    const absl::Time give_up = absl::Now() + options.total_timeout;
+    // On the monotonic clock: a step of the wall clock must not stretch it.
+    const absl::Time give_up = MonotonicNow() + options.total_timeout;
     const size_t n = members.size();
     std::vector<std::string> said(n, "not asked");
     size_t i = preferred.load(std::memory_order_relaxed);
     for (size_t tries = 0;; ++tries, i = Next(i)) {
       if (tries > 0 && tries % n == 0) {
-        absl::SleepFor(std::min(kRoundPause, give_up - absl::Now()));
+        absl::SleepFor(std::min(kRoundPause, give_up - MonotonicNow()));
       }
-      const absl::Time now = absl::Now();
+      const absl::Time now = MonotonicNow();
       if (now >= give_up) break;
       Member& m = members[i];
-      const absl::Time deadline = std::min(now + options.call_timeout, give_up);
-      if (!WaitConnected(*m.channel, deadline)) {
-        said[i] = "not connected";
+      // gRPC's deadlines are on the wall clock.
+      const absl::Time deadline = absl::Now() + std::min(options.call_timeout, give_up - now);
+      if (const grpc_connectivity_state state = WaitConnected(*m.channel, deadline);
+          state != GRPC_CHANNEL_READY) {
+        said[i] = absl::StrCat("no connection (", StateName(state), ")");
         continue;
       }
       grpc::ClientContext ctx;
@@ -183,7 +245,12 @@ struct EtcdClient::Impl {
       if (failure == Failure::kMemberTransient && retry == Retry::kIdempotent) continue;
       // The next call should not start on a member that just failed.
       if (failure != Failure::kFinal) preferred.store(Next(i), std::memory_order_relaxed);
-      return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+      // An outcome unknown is always DEADLINE_EXCEEDED, so that a caller
+      // tells it from UNAVAILABLE (surely not taken) by the code alone.
+      const absl::StatusCode code = failure == Failure::kFinal
+                                        ? static_cast<absl::StatusCode>(s.error_code())
+                                        : absl::StatusCode::kDeadlineExceeded;
+      return absl::Status(code,
                           absl::StrCat("etcd ", what, " at ", m.endpoint, ": ", s.error_message(),
                                        failure == Failure::kFinal ? "" : " (outcome unknown)"));
     }
@@ -216,6 +283,12 @@ struct EtcdClient::Impl {
   std::vector<Member> members;
   // The member that answered last: the next call starts there.
   std::atomic<size_t> preferred{0};
+
+ private:
+  std::mutex keeper_mu_;
+  bool keeper_stopping_ = false;  // Guarded by keeper_mu_.
+  grpc::CompletionQueue keeper_cq_;
+  std::thread keeper_;
 };
 
 EtcdClient::EtcdClient(EtcdOptions options) : options_(std::move(options)) {}
@@ -392,15 +465,25 @@ struct Watch::Impl {
     return stopping_;
   }
 
+  // How a stream ended.
+  enum class Ended {
+    kNotServed,  // The member did not create the watch: unreachable, no leader.
+    kBroken,     // It did, then the stream broke or the member stopped answering.
+    kCompacted,  // It said the revisions to go on from are compacted.
+  };
+
   void Read() {
     const size_t n = client_->members.size();
     size_t member = client_->preferred.load(std::memory_order_relaxed);
     size_t failed_in_a_row = 0;
     while (!Stopping()) {
-      const bool made_progress = Follow(member);
+      const Ended ended = Follow(member);
       if (Stopping()) break;
+      // After a compaction the member is fine: go on from the new revision
+      // there.
+      if (ended == Ended::kCompacted) continue;
       member = client_->Next(member);
-      failed_in_a_row = made_progress ? 0 : failed_in_a_row + 1;
+      failed_in_a_row = ended == Ended::kBroken ? 0 : failed_in_a_row + 1;
       // A whole round of members that would not serve: pause before the
       // next, so that an outage is not a busy loop.
       if (failed_in_a_row > 0 && failed_in_a_row % n == 0) {
@@ -411,19 +494,18 @@ struct Watch::Impl {
   }
 
   // Opens a stream on `member` from next_revision_ and delivers what it
-  // brings until it ends; true if it was created (the member served it).
-  bool Follow(size_t member) {
+  // brings until it ends.
+  Ended Follow(size_t member) {
     Member& m = client_->members[member];
     grpc::ClientContext ctx;
     ctx.AddMetadata(kRequireLeaderKey, kRequireLeaderValue);
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (stopping_) return false;
+      if (stopping_) return Ended::kNotServed;
       stream_ctx_ = &ctx;
       stream_member_ = member;
       ++stream_number_;
     }
-    cv_.notify_all();
     std::unique_ptr<grpc::ClientReaderWriter<pb::WatchRequest, pb::WatchResponse>> stream =
         m.watch->Watch(&ctx);
     pb::WatchRequest request;
@@ -431,13 +513,18 @@ struct Watch::Impl {
     create->set_key(key_);
     create->set_start_revision(next_revision_);
     bool created = false;
+    bool compacted = false;
+    // Set when this side ends a stream that is still open.
     std::string ended_by;
     if (stream->Write(request)) {
       pb::WatchResponse response;
       while (stream->Read(&response)) {
         if (response.compact_revision() != 0) {
-          ended_by = absl::StrCat("revision ", next_revision_, " compacted (at ",
-                                  response.compact_revision(), ")");
+          RKV_LOG(INFO) << "etcd watch of " << key_ << ": revision " << next_revision_
+                        << " is compacted (at " << response.compact_revision()
+                        << "); reading the key as it is";
+          compacted = true;
+          ended_by = "compacted";
           CatchUpAfterCompaction();
           break;
         }
@@ -460,17 +547,20 @@ struct Watch::Impl {
       std::lock_guard<std::mutex> lock(mu_);
       stream_ctx_ = nullptr;
     }
-    ctx.TryCancel();
+    // Ended here: cancel it, or Finish would wait for the server to end it.
+    // Either way the reads are drained before Finish, as gRPC asks.
+    if (!ended_by.empty()) ctx.TryCancel();
     pb::WatchResponse ignored;
     while (stream->Read(&ignored)) {
     }
     const grpc::Status s = stream->Finish();
+    if (compacted) return Ended::kCompacted;
     if (ended_by.empty()) ended_by = Describe(s);
     if (created && !Stopping()) {
       RKV_LOG(WARNING) << "etcd watch of " << key_ << " at " << m.endpoint << " ended (" << ended_by
                        << "); going on from revision " << next_revision_ << " at the next member";
     }
-    return created;
+    return created ? Ended::kBroken : Ended::kNotServed;
   }
 
   void Deliver(const mvccpb::Event& event) {

@@ -18,6 +18,9 @@
 //
 // Calls carry etcd's "hasleader" metadata, so that a member cut off from
 // its leader says so at once instead of holding a call until it times out.
+// A thread of the client's own keeps a connection to every member (or a
+// reconnection under way), so that a call finds out at once that a member
+// is down and uses one that is back as soon as it is.
 #ifndef RKV_SERVER_KVCOORD_ETCD_ETCD_CLIENT_H_
 #define RKV_SERVER_KVCOORD_ETCD_ETCD_CLIENT_H_
 
@@ -79,7 +82,8 @@ struct EtcdOptions {
   // All members together; UNAVAILABLE after that.
   absl::Duration total_timeout = absl::Seconds(2);
   // Client TLS (etcd's --client-cert-auth): PEM file paths; all empty:
-  // plain text (loopback only).
+  // plain text (loopback only). Without ca_file the system's roots are
+  // trusted; cert_file and key_file go together.
   std::string ca_file;
   std::string cert_file;
   std::string key_file;
@@ -87,18 +91,24 @@ struct EtcdOptions {
 
 class Watch;
 
+// Thread-safe.
 class EtcdClient {
  public:
-  // Fails on an empty endpoint list or unreadable TLS files; connects lazily.
+  // Fails on an empty endpoint list, a timeout that is not positive, or
+  // unreadable TLS files; waits for no member (it connects in the
+  // background).
   static absl::StatusOr<std::unique_ptr<EtcdClient>> Create(EtcdOptions options);
+  // Takes up to 0.2 s to stop the thread that keeps the connections, which
+  // the client's watches share: the last of them to go does that.
   ~EtcdClient();
 
   // The key's value, or nullopt when it does not exist; `revision`, if not
   // null, gets the store's revision at the read.
   absl::StatusOr<std::optional<KeyValue>> Get(const std::string& key, int64_t* revision = nullptr);
   // If every compare holds, puts every (key, value) and deletes every key
-  // of `deletes`; otherwise changes nothing. An error (UNAVAILABLE,
-  // DEADLINE_EXCEEDED) leaves unknown whether it took effect: it is retried
+  // of `deletes`; otherwise changes nothing. UNAVAILABLE: it surely did
+  // not take effect (no member took it). DEADLINE_EXCEEDED: unknown whether
+  // it took effect (it was sent and no answer came): it is retried
   // on another member only when it surely did not (see the top of this
   // file). etcd refuses (INVALID_ARGUMENT) a key named twice in `puts` and
   // `deletes`.
@@ -112,8 +122,9 @@ class EtcdClient {
   // `on_change` runs on the watch's thread. If the revisions it needs were
   // compacted it calls `on_change` once with the key as it is now (its
   // mod_revision as `revision`, or the store's revision if it is gone),
-  // unless that is what it delivered last. A stream is also left when its
-  // member stops answering status calls (each `call_timeout`): a member
+  // unless that is what it delivered last. A second thread asks the
+  // stream's member for its status every `call_timeout`, and the stream is
+  // left when the member stops answering: a member
   // that hangs keeps its connections open, and etcd's default
   // --grpc-keepalive-min-time (5 s) forbids the gRPC pings that would find
   // out sooner. Destroying the Watch stops it, not from `on_change`. The

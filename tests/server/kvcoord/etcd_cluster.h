@@ -1,6 +1,6 @@
 // An etcd cluster on loopback for tests: 1 or 3 (or any number of)
 // members of /usr/bin/etcd as child processes, each with a data folder of
-// its own under one fresh folder in ::testing::TempDir(), and a log
+// its own under one fresh folder in /dev/shm (else ::testing::TempDir()), and a log
 // (eN.log) beside it; the folder goes with the cluster unless a test
 // failed.
 //
@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -39,7 +40,6 @@
 #include <optional>
 #include <random>
 #include <set>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -149,7 +149,9 @@ class EtcdCluster {
   int LeaderIndex() {
     uint64_t term = 0;
     uint64_t leader = 0;
-    for (const server::etcd::MemberStatus& s : Status()) {
+    const std::vector<server::etcd::MemberStatus> status = Status();
+    LearnIds(status);
+    for (const server::etcd::MemberStatus& s : status) {
       if (s.status.ok() && s.leader_id != 0 && s.raft_term >= term) {
         term = s.raft_term;
         leader = s.leader_id;
@@ -194,9 +196,14 @@ class EtcdCluster {
   };
 
   explicit EtcdCluster(Options options) : options_(std::move(options)) {
-    static int clusters = 0;
-    std::random_device seed;
-    dir_ = absl::StrCat(::testing::TempDir(), "/etcd-", getpid(), "-", ++clusters, "-", seed());
+    static std::atomic<int> clusters{0};
+    // On tmpfs where there is one: members that share a disk with other
+    // tests wait a second or more on fdatasync now and then, which the
+    // coordinators' timing is not meant to ride out (a production etcd has
+    // a disk of its own).
+    std::string tmp = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : ::testing::TempDir();
+    if (!tmp.empty() && tmp.back() == '/') tmp.pop_back();
+    dir_ = absl::StrCat(tmp, "/etcd-", getpid(), "-", ++clusters, "-", std::random_device()());
   }
 
   static std::string Endpoint(int port) { return absl::StrCat("127.0.0.1:", port); }
@@ -277,10 +284,23 @@ class EtcdCluster {
       for (int i = 0; i < options_.members; ++i) Kill(i);
       return s;
     }
-    // Every member answered: learn their ids for LeaderIndex.
-    std::vector<server::etcd::MemberStatus> status = Status();
-    for (int i = 0; i < options_.members; ++i) members_[i].id = status[i].member_id;
-    return absl::OkStatus();
+    // Their ids, for LeaderIndex, from the cluster's own client (which may
+    // still be reconnecting to a member that was not listening yet).
+    for (;;) {
+      LearnIds(Status());
+      if (std::all_of(members_.begin(), members_.end(),
+                      [](const Member& m) { return m.id != 0; })) {
+        return absl::OkStatus();
+      }
+      if (absl::Now() >= deadline) return absl::DeadlineExceededError("etcd members' ids unknown");
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+  }
+
+  void LearnIds(const std::vector<server::etcd::MemberStatus>& status) {
+    for (size_t i = 0; i < status.size() && i < members_.size(); ++i) {
+      if (status[i].status.ok() && status[i].member_id != 0) members_[i].id = status[i].member_id;
+    }
   }
 
   absl::Status Spawn(int i) {
@@ -303,6 +323,9 @@ class EtcdCluster {
         "--initial-cluster-token=" + dir_,
         absl::StrCat("--heartbeat-interval=", options_.heartbeat_ms),
         absl::StrCat("--election-timeout=", options_.election_ms),
+        "--pre-vote",
+        // A member back from a kill, a stop or a partition asks before it
+        // campaigns, instead of deposing a working leader with its term.
         "--pre-vote",
         "--logger=zap",
         "--log-outputs=" + LogPath(i),
