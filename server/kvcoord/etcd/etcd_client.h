@@ -123,12 +123,11 @@ class EtcdClient {
   // compacted it calls `on_change` once with the key as it is now (its
   // mod_revision as `revision`, or the store's revision if it is gone),
   // unless that is what it delivered last. A second thread asks the
-  // stream's member for its status every `call_timeout`, and the stream is
-  // left when the member stops answering: a member
-  // that hangs keeps its connections open, and etcd's default
-  // --grpc-keepalive-min-time (5 s) forbids the gRPC pings that would find
-  // out sooner. Destroying the Watch stops it, not from `on_change`. The
-  // Watch may outlive the client.
+  // stream's member for its status every `call_timeout` and leaves the
+  // stream when the member stops answering: a member that hangs keeps its
+  // connections open, and etcd's default --grpc-keepalive-min-time (5 s)
+  // forbids the gRPC pings that would find out sooner. Destroying the
+  // Watch stops it, not from `on_change`. The Watch may outlive the client.
   std::unique_ptr<Watch> WatchKey(
       const std::string& key, int64_t from,
       std::function<void(const std::optional<KeyValue>& kv, int64_t revision)> on_change);
