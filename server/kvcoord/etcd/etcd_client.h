@@ -98,7 +98,9 @@ class EtcdClient {
   // unreadable TLS files; waits for no member (it connects in the
   // background).
   static absl::StatusOr<std::unique_ptr<EtcdClient>> Create(EtcdOptions options);
-  ~EtcdClient();  // Once its watches are gone too: within 0.2 s.
+  // Takes up to 0.2 s to stop the thread that keeps the connections, which
+  // the client's watches share: the last of them to go does that.
+  ~EtcdClient();
 
   // The key's value, or nullopt when it does not exist; `revision`, if not
   // null, gets the store's revision at the read.
@@ -119,12 +121,12 @@ class EtcdClient {
   // `on_change` runs on the watch's thread. If the revisions it needs were
   // compacted it calls `on_change` once with the key as it is now (its
   // mod_revision as `revision`, or the store's revision if it is gone),
-  // unless that is what it delivered last. A stream is also left when its
-  // member stops answering status calls (each `call_timeout`): a member
-  // that hangs keeps its connections open, and etcd's default
-  // --grpc-keepalive-min-time (5 s) forbids the gRPC pings that would find
-  // out sooner. Destroying the Watch stops it, not from `on_change`. The
-  // Watch may outlive the client.
+  // unless that is what it delivered last. A second thread asks the
+  // stream's member for its status every `call_timeout` and leaves the
+  // stream when the member stops answering: a member that hangs keeps its
+  // connections open, and etcd's default --grpc-keepalive-min-time (5 s)
+  // forbids the gRPC pings that would find out sooner. Destroying the
+  // Watch stops it, not from `on_change`. The Watch may outlive the client.
   std::unique_ptr<Watch> WatchKey(
       const std::string& key, int64_t from,
       std::function<void(const std::optional<KeyValue>& kv, int64_t revision)> on_change);
