@@ -332,7 +332,8 @@ leading_coordinator() {
 }
 
 # wait_coordinator_role cN [SECONDS]: until kvctl lists cN as leader or
-# standby (it has joined: it reads etcd and serves maps).
+# standby (it has joined: it has read the state from etcd, hears from the
+# leader and serves maps; "starting" until then).
 wait_coordinator_role() {
   [ "$(coord_count)" = 1 ] && return 0
   local deadline=$((SECONDS + ${2:-30})) roles

@@ -88,6 +88,14 @@ std::vector<rkv::proto::CoordinatorStatus> DescribeAll(rkv::CoordinatorStub& coo
   return out;
 }
 
+// unreachable, leader, standby (ready to take over), or starting (it has
+// not read the cluster's state yet, or is out of touch with it).
+const char* Role(const rkv::proto::CoordinatorStatus& c) {
+  if (c.address().empty()) return "unreachable";
+  if (c.leading()) return "leader";
+  return c.ready() ? "standby" : "starting";
+}
+
 // The control plane: who leads, and the health of etcd's members as the
 // leader (or else any coordinator) sees them.
 void PrintControlPlane(const rkv::CoordinatorStub& coord,
@@ -101,10 +109,7 @@ void PrintControlPlane(const rkv::CoordinatorStub& coord,
     for (size_t i = 0; i < coordinators.size(); ++i) {
       const auto& c = coordinators[i];
       std::cout << (i ? ", " : "") << "{\"address\": \"" << JsonEscape(coord.addresses()[i])
-                << "\", \"id\": \"" << JsonEscape(c.id()) << "\", \"role\": \""
-                << (c.address().empty() ? "unreachable"
-                    : c.leading()       ? "leader"
-                                        : "standby")
+                << "\", \"id\": \"" << JsonEscape(c.id()) << "\", \"role\": \"" << Role(c)
                 << "\", \"term\": " << c.term() << "}";
     }
     std::cout << "], \"store\": \"" << (seer ? seer->store() : "") << "\", \"etcd\": [";
@@ -124,7 +129,7 @@ void PrintControlPlane(const rkv::CoordinatorStub& coord,
                         ? absl::StrCat(coord.addresses()[i], " unreachable")
                         : absl::StrCat(c.id(), " ", coord.addresses()[i], " ",
                                        c.leading() ? absl::StrCat("leader (term ", c.term(), ")")
-                                                   : std::string("standby")));
+                                                   : std::string(Role(c))));
   }
   std::cout << "coordinators: " << absl::StrJoin(lines, ", ") << "\n";
   if (seer == nullptr) return;

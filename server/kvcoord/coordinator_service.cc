@@ -410,6 +410,7 @@ grpc::Status CoordinatorService::Describe(grpc::ServerContext* ctx, const proto:
     l = LeadershipLocked();
     resp->set_id(id_);
     resp->set_address(address_);
+    resp->set_ready(loaded_ && store->Current());
   }
   StoreDescription d = store->Describe();
   resp->set_leading(l.CanRenew(MonotonicNow()));
