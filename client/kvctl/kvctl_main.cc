@@ -74,13 +74,11 @@ const char* StateName(rkv::proto::ServerState s) {
 
 // Each coordinator of the list as it describes itself; `address` empty:
 // it did not answer.
-std::vector<rkv::proto::CoordinatorStatus> DescribeAll(rkv::CoordinatorStub& coord,
-                                                       const std::string& token) {
+std::vector<rkv::proto::CoordinatorStatus> DescribeAll(rkv::CoordinatorStub& coord) {
   std::vector<rkv::proto::CoordinatorStatus> out(coord.addresses().size());
   for (size_t i = 0; i < out.size(); ++i) {
     grpc::ClientContext ctx;
-    if (!token.empty()) ctx.AddMetadata("rkv-token", token);
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    coord.Prepare(&ctx, absl::Seconds(2));
     if (!coord.stub_at(i).Describe(&ctx, rkv::proto::DescribeRequest(), &out[i]).ok()) {
       out[i] = rkv::proto::CoordinatorStatus();
     }
@@ -151,7 +149,7 @@ void PrintControlPlane(const rkv::CoordinatorStub& coord,
 }
 
 int Status(rkv::CoordinatorStub& coord, const std::string& token) {
-  const std::vector<rkv::proto::CoordinatorStatus> coordinators = DescribeAll(coord, token);
+  const std::vector<rkv::proto::CoordinatorStatus> coordinators = DescribeAll(coord);
   rkv::proto::ClusterMap map;
   // The leader's map shows usage as heard with the last heartbeats.
   absl::Status got = absl::UnavailableError("no coordinator leads");
