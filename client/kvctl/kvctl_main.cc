@@ -68,6 +68,18 @@ const char* GroupStateName(rkv::proto::GroupState s) {
   }
 }
 
+// Heap handed out and neither live nor in the free pool: what clients hold.
+uint64_t HeapHeld(const rkv::proto::RegionStats& st) {
+  const uint64_t accounted = st.heap_live() + st.heap_pooled();
+  return st.heap_used() > accounted ? st.heap_used() - accounted : 0;
+}
+
+// Bytes in MiB, with a decimal below 10.
+std::string Mib(uint64_t bytes) {
+  const double mib = static_cast<double>(bytes) / (1 << 20);
+  return mib < 10 ? absl::StrFormat("%.1f", mib) : absl::StrFormat("%.0f", mib);
+}
+
 const char* StateName(rkv::proto::ServerState s) {
   return s == rkv::proto::SERVER_STATE_UP ? "up" : "down";
 }
@@ -181,6 +193,9 @@ int Status(rkv::CoordinatorStub& coord, const std::string& token) {
                 << ", \"slots_used\": " << s.stats().slots_used()
                 << ", \"heap_bytes\": " << s.stats().heap_bytes()
                 << ", \"heap_used\": " << s.stats().heap_used()
+                << ", \"heap_live\": " << s.stats().heap_live()
+                << ", \"heap_pooled\": " << s.stats().heap_pooled()
+                << ", \"heap_held\": " << HeapHeld(s.stats())
                 << ", \"last_heard_ms\": " << s.last_heard_ms() << "}";
     }
     std::cout << "], \"replicas\": " << std::max<uint32_t>(1, map.replicas()) << ", \"groups\": [";
@@ -204,17 +219,23 @@ int Status(rkv::CoordinatorStub& coord, const std::string& token) {
   }
   std::cout << absl::StrFormat("cluster map epoch %d, lease %d ms, %d servers\n\n", map.epoch(),
                                map.lease_ms(), map.servers_size());
-  std::cout << absl::StrFormat("%-12s %-5s %-6s %-22s %8s %19s %15s %10s\n", "ID", "STATE",
-                               "FABRIC", "ADDRESS", "REGION", "SLOTS USED", "HEAP USED",
+  // The heap, in MiB: blocks slots name, free (the pool and what the
+  // cursor has not handed out), and what clients hold (chunks, blocks in
+  // their grace period, or what crashed ones left behind).
+  std::cout << absl::StrFormat("%-12s %-5s %-6s %-22s %8s %19s %23s %10s\n", "ID", "STATE",
+                               "FABRIC", "ADDRESS", "REGION", "SLOTS USED", "HEAP LIVE/FREE/HELD",
                                "LAST SEEN");
   for (const auto& s : map.servers()) {
     const auto& st = s.stats();
+    const uint64_t free_bytes =
+        st.heap_pooled() + (st.heap_bytes() - std::min(st.heap_used(), st.heap_bytes()));
     std::cout << absl::StrFormat(
-        "%-12s %-5s %-6s %-22s %8s %19s %15s %8dms\n", s.id(), StateName(s.state()),
+        "%-12s %-5s %-6s %-22s %8s %19s %23s %8dms\n", s.id(), StateName(s.state()),
         s.region().endpoint().kind(), s.region().endpoint().address(),
         absl::StrCat(s.region().length() >> 20, " MiB"),
         absl::StrCat(st.slots_used(), "/", st.slots_total()),
-        absl::StrCat(st.heap_used() >> 20, "/", st.heap_bytes() >> 20, " MiB"), s.last_heard_ms());
+        absl::StrCat(Mib(st.heap_live()), "/", Mib(free_bytes), "/", Mib(HeapHeld(st)), " MiB"),
+        s.last_heard_ms());
   }
   const uint32_t replicas = std::max<uint32_t>(1, map.replicas());
   if (replicas == 1) return 0;

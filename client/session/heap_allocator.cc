@@ -26,7 +26,7 @@ uint64_t HeapAllocator::Allocate(uint8_t size_class, absl::Time now) {
     if (c.end - c.next < bytes) continue;
     const uint64_t off = c.next;
     c.next += bytes;
-    if (c.end - c.next < layout::kBlockAlign) chunks_.erase(chunks_.begin() + i);
+    if (c.next == c.end) chunks_.erase(chunks_.begin() + i);
     return off;
   }
   return 0;
@@ -39,12 +39,27 @@ uint64_t HeapAllocator::ChunkRequestBytes(uint8_t size_class) const {
 bool HeapAllocator::AddChunk(uint64_t old_cursor, uint64_t bytes) {
   if (old_cursor > layout_.heap_bytes || bytes > layout_.heap_bytes - old_cursor) return false;
   const uint64_t start = layout_.heap_offset + old_cursor;
-  // Ends of chunks too small for the class in use are let go: they would
-  // pile up otherwise.
+  // Ends of chunks too small for the class in use would pile up here: they
+  // become blocks of the classes that fit them instead, reused by writes of
+  // those classes or handed back at close with the rest.
   const uint64_t useful = last_class_ ? layout::ClassBytes(last_class_) : layout::kBlockAlign;
-  std::erase_if(chunks_, [useful](const Chunk& c) { return c.end - c.next < useful; });
+  std::erase_if(chunks_, [this, useful](const Chunk& c) {
+    if (c.end - c.next >= useful) return false;
+    KeepAsBlocks(c.next, c.end);
+    return true;
+  });
   chunks_.push_back({start, start + bytes});
   return true;
+}
+
+void HeapAllocator::KeepAsBlocks(uint64_t begin, uint64_t end) {
+  while (end - begin >= layout::kBlockAlign) {
+    uint8_t c = layout::ClassFor(end - begin);
+    if (c == 0) c = 255;
+    while (layout::ClassBytes(c) > end - begin) --c;
+    FreeUnpublished(begin, c);
+    begin += layout::ClassBytes(c);
+  }
 }
 
 void HeapAllocator::Free(uint64_t offset, uint8_t size_class, absl::Time unlinked_at) {
@@ -66,6 +81,8 @@ void HeapAllocator::TakeFree(absl::Time before, std::array<std::vector<uint64_t>
       for (; c.end - c.next >= bytes; c.next += bytes) (*out)[last_class_].push_back(c.next);
     }
   }
+  for (const Chunk& c : chunks_) KeepAsBlocks(c.next, c.end);
+  chunks_.clear();
   for (int c = 0; c < 256; ++c) {
     RingDeque<Freed>& list = free_[c];
     // Reusable times only grow along a list, after the never-published

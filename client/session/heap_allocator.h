@@ -37,14 +37,19 @@ class HeapAllocator {
   void AddRecycled(uint8_t size_class, const std::vector<uint64_t>& blocks);
 
   // Empties the allocator for handing its blocks back to the region when
-  // the client closes: the free lists, and the rest of the current chunk
-  // cut into blocks of the class last allocated. Blocks reusable by
-  // `before` go into `out` by class; the rest stay.
+  // the client closes: the free lists, and the rest of its chunks cut into
+  // blocks of the class last allocated (their ends into blocks of the
+  // classes that fit them). Blocks reusable by `before` go into `out` by
+  // class; the rest stay.
   void TakeFree(absl::Time before, std::array<std::vector<uint64_t>, 256>* out);
   // When every block on the free lists is reusable.
   absl::Time AllReusableAt() const;
 
  private:
+  // [begin, end), never published, as blocks of the largest classes that
+  // fit, on the free lists.
+  void KeepAsBlocks(uint64_t begin, uint64_t end);
+
   struct Freed {
     uint64_t offset = 0;
     absl::Time reusable_at;

@@ -22,6 +22,8 @@ proto::RegionStats ToProto(const RegionStats& s) {
   p.set_slots_used(s.slots_used);
   p.set_heap_bytes(s.heap_bytes);
   p.set_heap_used(s.heap_used);
+  p.set_heap_live(s.heap_live);
+  p.set_heap_pooled(s.heap_pooled);
   return p;
 }
 

@@ -17,6 +17,7 @@
 #include "common/logging.h"
 #include "common/socket.h"
 #include "common/status.h"
+#include "server/kvserver/heap_census.h"
 #include "server/kvserver/replica_takeover.h"
 
 namespace rkv::server {
@@ -80,6 +81,12 @@ absl::StatusOr<std::unique_ptr<RegionServer>> RegionServer::Create(
   s->token_ = options.token;
   if (!options.region_file.empty()) {
     RKV_RETURN_IF_ERROR(s->MapFile(options));
+    // No client reaches the memory yet, and none of the last run's holds
+    // any of it: the heap is rebuilt from what the index names (the cursor
+    // back to the last named block, every gap below it into the free
+    // pool), so that heap lost for any reason — chunks and freed blocks of
+    // clients that crashed — is back after a restart at the latest.
+    if (s->recovered_) RKV_RETURN_IF_ERROR(s->Settle(/*wipe=*/false));
   } else {
     RKV_ASSIGN_OR_RETURN(
         s->layout_,
@@ -118,20 +125,13 @@ absl::Status RegionServer::Flush() {
 }
 
 RegionStats RegionServer::Stats() const {
-  RegionStats st;
-  st.slots_total = layout_.slots();
-  st.heap_bytes = layout_.heap_bytes;
-  // Peers change these words concurrently: read them as the NIC does.
-  layout::ForEachSlot(layout_, [&](uint64_t offset) {
-    auto* word = reinterpret_cast<uint64_t*>(memory_ + offset);
-    if (layout::IsCommitted(std::atomic_ref<uint64_t>(*word).load(std::memory_order_relaxed))) {
-      st.slots_used++;
-    }
-  });
-  auto* cursor = reinterpret_cast<uint64_t*>(memory_ + layout::HeaderOffsets::kHeapCursor);
-  st.heap_used = std::min(std::atomic_ref<uint64_t>(*cursor).load(std::memory_order_relaxed),
-                          layout_.heap_bytes);
-  return st;
+  const HeapCensus census = CountHeap(memory_, layout_);
+  return {.slots_total = layout_.slots(),
+          .slots_used = census.slots_used,
+          .heap_bytes = layout_.heap_bytes,
+          .heap_used = census.cursor,
+          .heap_live = census.live_bytes,
+          .heap_pooled = census.pooled_bytes};
 }
 
 absl::Status RegionServer::Fence(uint64_t generation) {

@@ -5,8 +5,9 @@
 //
 // With a region file the memory is a shared mapping of that file, so a
 // killed server loses nothing clients were told was stored; started on an
-// existing file, the server checks it and serves what it holds, under a new
-// generation and a new rkey.
+// existing file, the server checks it, rebuilds its free pool from what the
+// index names (Settle), and serves what it holds, under a new generation
+// and a new rkey.
 #ifndef RKV_SERVER_KVSERVER_REGION_SERVER_H_
 #define RKV_SERVER_KVSERVER_REGION_SERVER_H_
 
@@ -44,7 +45,9 @@ struct RegionStats {
   uint64_t slots_total = 0;
   uint64_t slots_used = 0;
   uint64_t heap_bytes = 0;
-  uint64_t heap_used = 0;
+  uint64_t heap_used = 0;    // Handed out by the heap cursor.
+  uint64_t heap_live = 0;    // Of it, blocks that slots name.
+  uint64_t heap_pooled = 0;  // Of it, blocks in the free pool.
 };
 
 class RegionServer {
@@ -116,7 +119,8 @@ class RegionServer {
                                 absl::Span<const uint64_t> target_hashes,
                                 const PushControl& control);
 
-  // Counts used slots and heap (a scan of the index: control plane only).
+  // Counts used slots and heap (a scan of the index and the free pool:
+  // control plane only).
   RegionStats Stats() const;
   // Writes the region file back to disk (msync); no-op without a file.
   absl::Status Flush();
