@@ -42,7 +42,7 @@ absl::StatusOr<uint64_t> HeapReservation::OnRound(OpRounds& rounds) {
 }
 
 absl::StatusOr<uint64_t> HeapReservation::OnChunk(OpRounds& rounds) {
-  if (s_->heap().AddChunk(words().cursor, chunk_bytes_)) return Start(rounds);
+  if (s_->heap().AddChunk(words().cursor, chunk_bytes_, s_->Now())) return Start(rounds);
   // The cursor has run out, but chunks that operations in flight with
   // this one took may still have room.
   if (const uint64_t block = s_->heap().Allocate(size_class_, s_->Now()); block != 0) {
@@ -90,7 +90,7 @@ absl::StatusOr<uint64_t> HeapReservation::OnPoolNode(OpRounds& rounds) {
 
 absl::StatusOr<uint64_t> HeapReservation::OnPoolPop(OpRounds& rounds) {
   if (words().popped != pool_head_) return RetryPool(rounds);
-  s_->heap().AddRecycled(size_class_, pool_node_.blocks);
+  s_->heap().AddRecycled(size_class_, pool_node_.blocks, s_->Now());
   pool_node_ = {};
   return Start(rounds);
 }

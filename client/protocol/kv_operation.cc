@@ -273,7 +273,7 @@ void KvOperation::FreeMyBlock() {
   if (contest_->ever_claimed()) {
     s_.heap().Free(my_block_, size_class_, s_.Now());
   } else {
-    s_.heap().FreeUnpublished(my_block_, size_class_);
+    s_.heap().FreeUnpublished(my_block_, size_class_, s_.Now());
   }
   my_block_ = 0;
 }

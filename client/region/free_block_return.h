@@ -6,9 +6,9 @@
 // has run out.
 //
 // It runs outside the event loop, with blocking round trips on the
-// primary's queue pair, once nothing is in flight: pushing a run of blocks
-// is a few WRITEs of list nodes and a CAS on the pool's head, retried
-// while other clients push or pop.
+// primary's queue pair, once nothing is in flight: a node of blocks at a
+// time (client/protocol/free_pool_push.h). A live session hands back
+// blocks it does not reuse the same way, from inside its event loop.
 #ifndef RKV_CLIENT_REGION_FREE_BLOCK_RETURN_H_
 #define RKV_CLIENT_REGION_FREE_BLOCK_RETURN_H_
 

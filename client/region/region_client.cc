@@ -7,17 +7,22 @@
 // - RoundBatcher (round_batcher.h): their rounds under one doorbell per copy;
 // - RegionCopies (region_copies.h): the queue pairs to the region's copies;
 // - ReturnFreeBlocks (free_block_return.h): freed blocks back to the
-//   region's free pool when the session closes.
+//   region's free pool when the session closes; and while it lives, the
+//   blocks its allocator does not reuse (FreePoolPush, in a slot of its
+//   own past the scheduler's).
 #include "client/region/region_client.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <random>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "client/protocol/free_pool_push.h"
 #include "client/region/free_block_return.h"
 #include "client/region/op_scheduler.h"
 #include "client/region/region_copies.h"
@@ -34,6 +39,10 @@ using client_internal::ClientResources;
 using client_internal::PendingOp;
 
 std::atomic<uint64_t> next_region_id{1};
+
+// How much longer than a grace period a block the allocator does not reuse
+// may wait for enough others of its class to fill a pool node.
+constexpr absl::Duration kStaleLinger = absl::Seconds(1);
 
 client_internal::OpenOptions WithDefaults(client_internal::OpenOptions options) {
   if (!options.clock) options.clock = [] { return absl::Now(); };
@@ -62,10 +71,10 @@ class ClientImpl final : public client_internal::RegionClient, public client_int
     // the next operation on the key to finish. Bounded: a dead server fails
     // them.
     for (const absl::Time deadline = absl::Now() + absl::Seconds(5);
-         scheduler_.tails() > 0 && copies_.connected() && absl::Now() < deadline;) {
+         (scheduler_.tails() > 0 || pool_push_) && copies_.connected() && absl::Now() < deadline;) {
       Poll(absl::Milliseconds(100));
     }
-    if (copies_.connected() && heap_ != nullptr && scheduler_.active() == 0) {
+    if (copies_.connected() && heap_ != nullptr && scheduler_.active() == 0 && !pool_push_) {
       if (absl::Status s = ReturnFreeBlocks(*this, copies_, real_clock_); !s.ok()) {
         RKV_LOG(WARNING) << "freed blocks not handed back to the server (they stay unused): " << s;
       }
@@ -126,6 +135,14 @@ class ClientImpl final : public client_internal::RegionClient, public client_int
   bool TakeCompletions(absl::Span<const fabric::Completion> cs, size_t* finished);
   // Fails every active operation and disconnects; returns how many.
   size_t FailActive(const absl::Status& status);
+  // Starts handing blocks the allocator does not reuse back to the free
+  // pool, a node at a time, unless a push is under way; looks at most
+  // every quarter grace period.
+  void ReturnStaleBlocks();
+  // The push's round completed; false when a post failed (and everything
+  // active was failed).
+  bool OnPushRound(size_t* finished);
+  size_t push_slot() const { return scheduler_.slots(); }
 
   // First: destroyed last, after the queue pairs that write its memory.
   const std::shared_ptr<ClientResources> resources_;
@@ -139,6 +156,12 @@ class ClientImpl final : public client_internal::RegionClient, public client_int
   client_internal::OpScheduler scheduler_;
   client_internal::RoundBatcher batcher_;
   Rng rng_{0};
+  std::optional<client_internal::FreePoolPush> pool_push_;
+  std::vector<uint64_t> stale_blocks_;  // The push's; kept for its capacity.
+  client_internal::OpRounds push_rounds_{*this};
+  uint32_t push_waiting_ = 0;
+  std::array<uint64_t, 256> pool_heads_{};  // Each class's head word as last seen.
+  absl::Time next_stale_check_;
 };
 
 absl::Status ClientImpl::Init() {
@@ -152,13 +175,53 @@ absl::Status ClientImpl::Init() {
   RKV_ASSIGN_OR_RETURN(layout_, copies_.ReadLayout());
   heap_ = std::make_unique<client_internal::HeapAllocator>(layout_, options_.heap_chunk_bytes,
                                                            options_.grace_period);
+  stale_blocks_.reserve(layout::FreeNodeCapacity(255) + 1);  // A push's most.
+
   return absl::OkStatus();
 }
 
 size_t ClientImpl::FailActive(const absl::Status& status) {
   const size_t failed = scheduler_.FailActive(status);
+  // A push whose CAS may have landed: its blocks may be in the pool, so
+  // they are never used again here (heap lost until the server settles).
+  pool_push_.reset();
   copies_.Disconnect();
   return failed;
+}
+
+void ClientImpl::ReturnStaleBlocks() {
+  const absl::Time now = Now();
+  if (pool_push_ || heap_ == nullptr || now < next_stale_check_) return;
+  next_stale_check_ = now + options_.grace_period / 4;
+  stale_blocks_.clear();
+  const uint8_t size_class = heap_->TakeStale(now, kStaleLinger, &stale_blocks_);
+  if (size_class == 0) return;
+  pool_push_ = client_internal::FreePoolPush::Create(*this, size_class, stale_blocks_,
+                                                     pool_heads_[size_class]);
+  if (!pool_push_) {  // Scratch memory is short: another time.
+    heap_->AddRecycled(size_class, stale_blocks_, now);
+    return;
+  }
+  push_rounds_.Reset();
+  pool_push_->Start(push_rounds_);
+  push_waiting_ = batcher_.Append(push_slot(), push_rounds_);
+}
+
+bool ClientImpl::OnPushRound(size_t* finished) {
+  if (--push_waiting_ > 0) return true;
+  const absl::StatusOr<bool> done = pool_push_->OnRound(push_rounds_);
+  if (done.ok() && !*done) {
+    push_waiting_ = batcher_.Append(push_slot(), push_rounds_);
+    return PostBatches(finished);
+  }
+  const uint8_t size_class = pool_push_->size_class();
+  if (done.ok()) {
+    pool_heads_[size_class] = pool_push_->head();
+  } else {  // Every CAS lost: the blocks are still ours.
+    heap_->AddRecycled(size_class, pool_push_->blocks(), Now());
+  }
+  pool_push_.reset();
+  return true;
 }
 
 bool ClientImpl::PostBatches(size_t* finished) {
@@ -194,6 +257,10 @@ bool ClientImpl::TakeCompletions(absl::Span<const fabric::Completion> cs, size_t
       return false;
     }
     const size_t i = client_internal::RoundBatcher::SlotOf(c);
+    if (i == push_slot()) {
+      if (!OnPushRound(finished)) return false;
+      continue;
+    }
     PendingOp& p = scheduler_.slot(i);
     if (p.op == nullptr || --p.waiting > 0) continue;
     if (p.tail) {
@@ -224,7 +291,8 @@ size_t ClientImpl::Poll(absl::Duration timeout) {
     }
   }
   scheduler_.StartWaiting();
-  if (!PostRounds(&finished) || scheduler_.active() == 0) return finished;
+  ReturnStaleBlocks();
+  if (!PostRounds(&finished) || (scheduler_.active() == 0 && !pool_push_)) return finished;
   fabric::Completion cs[64];
   size_t got = 0;
   for (int r = 0; r < copies_.size(); ++r) {

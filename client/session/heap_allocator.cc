@@ -36,28 +36,28 @@ uint64_t HeapAllocator::ChunkRequestBytes(uint8_t size_class) const {
   return std::max(chunk_bytes_, layout::ClassBytes(size_class));
 }
 
-bool HeapAllocator::AddChunk(uint64_t old_cursor, uint64_t bytes) {
+bool HeapAllocator::AddChunk(uint64_t old_cursor, uint64_t bytes, absl::Time now) {
   if (old_cursor > layout_.heap_bytes || bytes > layout_.heap_bytes - old_cursor) return false;
   const uint64_t start = layout_.heap_offset + old_cursor;
   // Ends of chunks too small for the class in use would pile up here: they
   // become blocks of the classes that fit them instead, reused by writes of
   // those classes or handed back at close with the rest.
   const uint64_t useful = last_class_ ? layout::ClassBytes(last_class_) : layout::kBlockAlign;
-  std::erase_if(chunks_, [this, useful](const Chunk& c) {
+  std::erase_if(chunks_, [this, useful, now](const Chunk& c) {
     if (c.end - c.next >= useful) return false;
-    KeepAsBlocks(c.next, c.end);
+    KeepAsBlocks(c.next, c.end, now);
     return true;
   });
   chunks_.push_back({start, start + bytes});
   return true;
 }
 
-void HeapAllocator::KeepAsBlocks(uint64_t begin, uint64_t end) {
+void HeapAllocator::KeepAsBlocks(uint64_t begin, uint64_t end, absl::Time now) {
   while (end - begin >= layout::kBlockAlign) {
     uint8_t c = layout::ClassFor(end - begin);
     if (c == 0) c = 255;
     while (layout::ClassBytes(c) > end - begin) --c;
-    FreeUnpublished(begin, c);
+    FreeUnpublished(begin, c, now);
     begin += layout::ClassBytes(c);
   }
 }
@@ -66,12 +66,34 @@ void HeapAllocator::Free(uint64_t offset, uint8_t size_class, absl::Time unlinke
   free_[size_class].push_back({offset, unlinked_at + grace_});
 }
 
-void HeapAllocator::FreeUnpublished(uint64_t offset, uint8_t size_class) {
-  free_[size_class].push_front({offset, absl::InfinitePast()});
+void HeapAllocator::FreeUnpublished(uint64_t offset, uint8_t size_class, absl::Time now) {
+  free_[size_class].push_front({offset, now});
 }
 
-void HeapAllocator::AddRecycled(uint8_t size_class, const std::vector<uint64_t>& blocks) {
-  for (uint64_t b : blocks) free_[size_class].push_front({b, absl::InfinitePast()});
+void HeapAllocator::AddRecycled(uint8_t size_class, absl::Span<const uint64_t> blocks,
+                                absl::Time now) {
+  for (uint64_t b : blocks) free_[size_class].push_front({b, now});
+}
+
+uint8_t HeapAllocator::TakeStale(absl::Time now, absl::Duration linger,
+                                 std::vector<uint64_t>* out) {
+  const absl::Time stale_by = now - grace_;
+  for (int i = 0; i < 255; ++i) {
+    const auto c = static_cast<uint8_t>((stale_scan_ - 1 + i) % 255 + 1);
+    RingDeque<Freed>& list = free_[c];
+    if (list.empty() || list.front().reusable_at > stale_by) continue;
+    const size_t limit = layout::FreeNodeCapacity(c) + 1;
+    size_t stale = 0;
+    while (stale < list.size() && stale < limit && list[stale].reusable_at <= stale_by) ++stale;
+    if (stale < limit && list.front().reusable_at > stale_by - linger) continue;
+    stale_scan_ = static_cast<uint8_t>(c % 255 + 1);
+    for (size_t k = 0; k < stale; ++k) {
+      out->push_back(list.front().offset);
+      list.pop_front();
+    }
+    return c;
+  }
+  return 0;
 }
 
 void HeapAllocator::TakeFree(absl::Time before, std::array<std::vector<uint64_t>, 256>* out) {
@@ -81,7 +103,7 @@ void HeapAllocator::TakeFree(absl::Time before, std::array<std::vector<uint64_t>
       for (; c.end - c.next >= bytes; c.next += bytes) (*out)[last_class_].push_back(c.next);
     }
   }
-  for (const Chunk& c : chunks_) KeepAsBlocks(c.next, c.end);
+  for (const Chunk& c : chunks_) KeepAsBlocks(c.next, c.end, before);
   chunks_.clear();
   for (int c = 0; c < 256; ++c) {
     RingDeque<Freed>& list = free_[c];

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "client/session/ring_deque.h"
 #include "common/layout/region_format.h"
 
@@ -26,15 +27,25 @@ class HeapAllocator {
   uint64_t Allocate(uint8_t size_class, absl::Time now);
   // Bytes to FAA from the heap cursor so that Allocate(size_class) succeeds.
   uint64_t ChunkRequestBytes(uint8_t size_class) const;
-  // Records the FAA's result: the cursor value before it. ResourceExhausted
+  // Records the FAA's result (the cursor value before it), at `now`. False
   // when the heap cannot hold the chunk.
-  bool AddChunk(uint64_t old_cursor, uint64_t bytes);
+  bool AddChunk(uint64_t old_cursor, uint64_t bytes, absl::Time now);
   // Returns a block; reusable from `unlinked_at + grace`.
   void Free(uint64_t offset, uint8_t size_class, absl::Time unlinked_at);
   // Returns a block nobody has ever seen (never published): reusable now.
-  void FreeUnpublished(uint64_t offset, uint8_t size_class);
+  void FreeUnpublished(uint64_t offset, uint8_t size_class, absl::Time now);
   // Blocks taken from the region's free pool: reusable now.
-  void AddRecycled(uint8_t size_class, const std::vector<uint64_t>& blocks);
+  void AddRecycled(uint8_t size_class, absl::Span<const uint64_t> blocks, absl::Time now);
+
+  // Blocks of one class that have been reusable for a grace period without
+  // being reused (a client that frees more of a class than it writes), for
+  // the region's free pool: a pool node's worth of them (the node and the
+  // blocks it lists), or fewer once the oldest has waited `linger` more.
+  // Returns their class, 0 when no class has such. What a live client
+  // keeps out of the pool is so bounded: what it freed in its last two
+  // grace periods, plus per class less than a node's worth for at most
+  // `linger` longer, plus the rest of its chunks.
+  uint8_t TakeStale(absl::Time now, absl::Duration linger, std::vector<uint64_t>* out);
 
   // Empties the allocator for handing its blocks back to the region when
   // the client closes: the free lists, and the rest of its chunks cut into
@@ -47,9 +58,12 @@ class HeapAllocator {
 
  private:
   // [begin, end), never published, as blocks of the largest classes that
-  // fit, on the free lists.
-  void KeepAsBlocks(uint64_t begin, uint64_t end);
+  // fit, on the free lists, reusable from `now`.
+  void KeepAsBlocks(uint64_t begin, uint64_t end, absl::Time now);
 
+  // A list holds the blocks never published (and those from the pool) at
+  // its front, reusable since they came, then the freed ones by the time
+  // they become reusable.
   struct Freed {
     uint64_t offset = 0;
     absl::Time reusable_at;
@@ -67,6 +81,7 @@ class HeapAllocator {
   uint8_t last_class_ = 0;
   // By size class; a ring, as every write frees one block and takes one.
   std::array<RingDeque<Freed>, 256> free_;
+  uint8_t stale_scan_ = 1;  // Where TakeStale's next scan of the classes starts.
 };
 
 }  // namespace rkv::client_internal

@@ -207,13 +207,18 @@ uint64_t FreeNodeCapacity(uint8_t size_class) {
 }
 
 void EncodeFreeNode(const FreeNode& node, uint8_t size_class, uint8_t* out) {
+  EncodeFreeNode(node.next, node.blocks, size_class, out);
+}
+
+void EncodeFreeNode(uint64_t next, absl::Span<const uint64_t> blocks, uint8_t size_class,
+                    uint8_t* out) {
   std::memset(out, 0, FreeNodeBytes(size_class));
-  Put<uint32_t>(out, 4, static_cast<uint32_t>(node.blocks.size()));
-  Put<uint64_t>(out, 8, node.next);
-  for (size_t i = 0; i < node.blocks.size(); ++i) {
-    Put<uint64_t>(out, kFreeNodeHeaderBytes + 8 * i, node.blocks[i]);
+  Put<uint32_t>(out, 4, static_cast<uint32_t>(blocks.size()));
+  Put<uint64_t>(out, 8, next);
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    Put<uint64_t>(out, kFreeNodeHeaderBytes + 8 * i, blocks[i]);
   }
-  const size_t covered = kFreeNodeHeaderBytes + 8 * node.blocks.size();
+  const size_t covered = kFreeNodeHeaderBytes + 8 * blocks.size();
   Put<uint32_t>(out, 0,
                 Crc32c(absl::string_view(reinterpret_cast<const char*>(out) + 4, covered - 4)));
 }

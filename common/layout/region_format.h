@@ -21,6 +21,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 
 namespace rkv::layout {
 
@@ -215,6 +216,8 @@ struct FreeNode {
 // Encodes a node into `out` (FreeNodeBytes(size_class) bytes); at most
 // FreeNodeCapacity blocks.
 void EncodeFreeNode(const FreeNode& node, uint8_t size_class, uint8_t* out);
+void EncodeFreeNode(uint64_t next, absl::Span<const uint64_t> blocks, uint8_t size_class,
+                    uint8_t* out);
 // Decodes a node read from the heap. DataLoss unless its checksum holds and
 // every offset (next included) names a block of the class inside the heap:
 // a node popped by someone else meanwhile may already hold anything.

@@ -65,6 +65,34 @@ TEST(HeapCensusTest, CountsLiveBlocksThePoolAndWhatClientsHold) {
   EXPECT_EQ(st.heap_used - st.heap_live - st.heap_pooled, 0u);
 }
 
+// A live client that frees more of a class than it writes (here: deletes)
+// hands what it does not reuse back to the free pool once those blocks
+// have been reusable for a grace period, without closing.
+TEST(HeapCensusTest, LiveClientHandsBackBlocksItDoesNotReuse) {
+  auto env = KvTestEnv::Create(KvBackend::kSoftTcp, {.region_bytes = 8 << 20});
+  ASSERT_TRUE(env.ok()) << env.status();
+  auto client = (*env)->NewClient(QuickGrace(**env));
+  ASSERT_TRUE(client.ok()) << client.status();
+  const int kKeys = 500;
+  for (int i = 0; i < kKeys; ++i) {
+    ASSERT_TRUE((*client)->Put(Key(i), std::string(kValueBytes, 'a')).ok());
+  }
+  for (int i = 0; i < kKeys; ++i) ASSERT_TRUE((*client)->Delete(Key(i)).ok());
+  const uint64_t freed = kKeys * BlockBytes(Key(0));
+  server::RegionStats st = (*env)->server->Stats();
+  EXPECT_EQ(st.heap_live, 0u);
+  EXPECT_LT(st.heap_pooled, freed);
+  // Reads keep the client's event loop turning; the census is the server's.
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (st.heap_pooled < freed && absl::Now() < deadline) {
+    EXPECT_TRUE(absl::IsNotFound((*client)->Get(Key(0)).status()));
+    st = (*env)->server->Stats();
+  }
+  EXPECT_GE(st.heap_pooled, freed);
+  // What the client still holds: the rest of its chunk, no freed block.
+  EXPECT_LT(st.heap_used - st.heap_pooled, 256u << 10);
+}
+
 class RegionRestartTest : public ::testing::Test {
  protected:
   void SetUp() override {
