@@ -1,19 +1,25 @@
 // HeapReservation against a real region in the simulation: blocks never
 // overlap, across sessions too; once the heap cursor has run out the free
 // pool is popped last node first, a lost pop CAS or a reused node is
-// retried, and an empty pool means a full heap.
+// retried, and an empty pool means a full heap. And FreePoolPush, which
+// fills the pool: a push whose CAS lost links its node to the head it
+// found, so that no node is ever cut off.
 #include "client/protocol/heap_reservation.h"
 
 #include <algorithm>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "client/protocol/free_pool_push.h"
 #include "gtest/gtest.h"
 #include "tests/client/protocol/part_test_session.h"
 
 namespace rkv::testing {
 namespace {
 
+using client_internal::FreePoolPush;
 using client_internal::HeapReservation;
 using client_internal::OpRounds;
 
@@ -45,6 +51,22 @@ class HeapReservationTest : public ::testing::Test {
     }
     if (costs != nullptr) *costs = rounds.costs();
     return block;
+  }
+
+  // Runs a push's rounds; `between` runs after each round but the last.
+  static absl::Status Push(PartTestSession& s, uint8_t size_class,
+                           const std::vector<uint64_t>& blocks, uint64_t head_guess,
+                           const std::function<void()>& between = nullptr) {
+    std::optional<FreePoolPush> push = FreePoolPush::Create(s, size_class, blocks, head_guess);
+    if (!push.has_value()) return absl::ResourceExhaustedError("scratch");
+    OpRounds rounds(s);
+    push->Start(rounds);
+    for (;;) {
+      if (absl::Status st = s.Run(rounds); !st.ok()) return st;
+      absl::StatusOr<bool> done = push->OnRound(rounds);
+      if (!done.ok() || *done) return done.status();
+      if (between) between();
+    }
   }
 
   // Writes a free-pool node of class `c` at `at` listing `blocks`.
@@ -172,6 +194,52 @@ TEST_F(HeapReservationTest, ANodeThatNeverChecksOutExhaustsTheRetries) {
   EXPECT_TRUE(absl::IsUnavailable(block.status())) << block.status();
   EXPECT_EQ(costs.retries, static_cast<uint64_t>(OpRounds::kMaxRetries) + 1);
   EXPECT_EQ(Head(c).node, BlockAt(c, 0)) << "nothing was popped";
+}
+
+TEST_F(HeapReservationTest, APushWhoseCasLostLinksToTheHeadItFound) {
+  const uint8_t c = 4;
+  ExhaustCursor();
+  // Another client's node A (listing B) heads the pool; ours guesses an
+  // empty pool, loses its first CAS, and links its node to A.
+  WriteNode(c, BlockAt(c, 0), 0, {BlockAt(c, 1)});
+  SetHead(c, 3, BlockAt(c, 0));
+  const std::vector<uint64_t> ours = {BlockAt(c, 10), BlockAt(c, 11), BlockAt(c, 12)};
+  int rounds = 0;
+  ASSERT_TRUE(Push(*s_, c, ours, /*head_guess=*/0, [&] { rounds++; }).ok());
+  EXPECT_EQ(rounds, 1);  // One lost CAS, then the one that took.
+  EXPECT_EQ(Head(c).node, ours[0]);
+  EXPECT_EQ(Head(c).tag, 4);
+  // Pops give our blocks (our node last of them), then A's.
+  std::vector<uint64_t> got;
+  for (int i = 0; i < 5; ++i) {
+    absl::StatusOr<uint64_t> b = Reserve(*s_, c);
+    ASSERT_TRUE(b.ok()) << b.status();
+    got.push_back(*b);
+  }
+  std::sort(got.begin(), got.end());
+  EXPECT_EQ(got, (std::vector<uint64_t>{BlockAt(c, 0), BlockAt(c, 1), BlockAt(c, 10),
+                                        BlockAt(c, 11), BlockAt(c, 12)}));
+  EXPECT_TRUE(absl::IsResourceExhausted(Reserve(*s_, c).status()));
+}
+
+TEST_F(HeapReservationTest, APushUnderEndlessRivalsGivesUpAndKeepsItsBlocks) {
+  const uint8_t c = 4;
+  // Every round, a rival swings the head first.
+  uint16_t tag = 0;
+  const std::vector<uint64_t> blocks = {BlockAt(c, 7)};
+  std::optional<FreePoolPush> push = FreePoolPush::Create(*s_, c, blocks, 0);
+  ASSERT_TRUE(push.has_value());
+  OpRounds rounds(*s_);
+  push->Start(rounds);
+  absl::StatusOr<bool> done = false;
+  while (done.ok() && !*done) {
+    SetHead(c, ++tag, 0);
+    ASSERT_TRUE(s_->Run(rounds).ok());
+    done = push->OnRound(rounds);
+  }
+  EXPECT_TRUE(absl::IsUnavailable(done.status())) << done.status();
+  EXPECT_EQ(push->blocks()[0], BlockAt(c, 7));
+  EXPECT_EQ(Head(c).node, 0u);  // Never linked.
 }
 
 TEST_F(HeapReservationTest, AnEmptyPoolPastTheCursorIsAFullHeap) {
