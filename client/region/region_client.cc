@@ -148,7 +148,7 @@ class ClientImpl final : public client_internal::RegionClient, public client_int
   const std::shared_ptr<ClientResources> resources_;
   const uint64_t region_id_;
   const bool real_clock_;
-  const client_internal::OpenOptions options_;
+  client_internal::OpenOptions options_;  // Its grace period: the region's.
   const client_internal::BrokenProtocol broken_;
   client_internal::RegionCopies copies_;
   layout::Layout layout_;
@@ -173,6 +173,9 @@ absl::Status ClientImpl::Init() {
   RKV_RETURN_IF_ERROR(copies_.Connect(options_.max_outstanding));
   // The region header says where the index and the heap are.
   RKV_ASSIGN_OR_RETURN(layout_, copies_.ReadLayout());
+  // The region's grace period is every client's (a server of an older
+  // build says none: the client's own then).
+  if (layout_.grace_us != 0) options_.grace_period = absl::Microseconds(layout_.grace_us);
   heap_ = std::make_unique<client_internal::HeapAllocator>(layout_, options_.heap_chunk_bytes,
                                                            options_.grace_period);
   stale_blocks_.reserve(layout::FreeNodeCapacity(255) + 1);  // A push's most.

@@ -50,7 +50,7 @@ fabric::QueuePairCounters RegionCopies::counters() const {
 }
 
 absl::StatusOr<layout::Layout> RegionCopies::ReadLayout() {
-  RKV_ASSIGN_OR_RETURN(const layout::Layout primary, ReadHeader(0));
+  RKV_ASSIGN_OR_RETURN(layout::Layout primary, ReadHeader(0));
   for (int r = 1; r < size(); ++r) {
     RKV_ASSIGN_OR_RETURN(const layout::Layout other, ReadHeader(r));
     if (!layout::SameGeometry(primary, other)) {
@@ -58,12 +58,14 @@ absl::StatusOr<layout::Layout> RegionCopies::ReadLayout() {
           absl::StrCat("replica ", r, " (", copies_[r].region.endpoint.address,
                        ") has another region geometry than the primary's"));
     }
+    // Copies configured apart: the longest grace period is safe for all.
+    primary.grace_us = std::max(primary.grace_us, other.grace_us);
   }
   return primary;
 }
 
 absl::StatusOr<layout::Layout> RegionCopies::ReadHeader(int r) {
-  const uint32_t n = layout::HeaderOffsets::kChecksum + 4;
+  const uint32_t n = layout::HeaderOffsets::kGracePeriod + 8;
   uint8_t* header = resources_.scratch().Allocate(n);
   if (header == nullptr) return absl::ResourceExhaustedError("scratch memory");
   const fabric::RemoteRegion& region = copies_[r].region;

@@ -101,6 +101,11 @@ void SetGeneration(uint8_t* region, uint64_t generation) {
       .store(HeaderChecksum(reinterpret_cast<const char*>(region)), std::memory_order_relaxed);
 }
 
+void SetGracePeriod(uint8_t* region, uint64_t grace_us) {
+  std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(region + HeaderOffsets::kGracePeriod))
+      .store(grace_us, std::memory_order_relaxed);
+}
+
 absl::StatusOr<Layout> ParseHeader(absl::string_view header, uint64_t region_bytes) {
   if (header.size() < HeaderOffsets::kChecksum + 4) {
     return absl::InvalidArgumentError("region header truncated");
@@ -124,6 +129,9 @@ absl::StatusOr<Layout> ParseHeader(absl::string_view header, uint64_t region_byt
   l.groups = Get<uint64_t>(p, HeaderOffsets::kGroups);
   l.heap_offset = Get<uint64_t>(p, HeaderOffsets::kHeapOffset);
   l.heap_bytes = Get<uint64_t>(p, HeaderOffsets::kHeapBytes);
+  if (header.size() >= HeaderOffsets::kGracePeriod + 8) {
+    l.grace_us = Get<uint64_t>(p, HeaderOffsets::kGracePeriod);
+  }
   const bool fits = l.region_bytes == region_bytes && l.index_offset >= kHeaderBytes &&
                     l.groups > 0 && l.groups < (uint64_t{1} << 40) &&
                     l.index_offset + l.groups * kGroupBytes <= l.heap_offset &&

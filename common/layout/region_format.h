@@ -49,7 +49,13 @@ struct HeaderOffsets {
   static constexpr uint64_t kGroups = 40;
   static constexpr uint64_t kHeapOffset = 48;
   static constexpr uint64_t kHeapBytes = 56;
-  static constexpr uint64_t kChecksum = 64;     // CRC-32C of bytes [0, 64).
+  static constexpr uint64_t kChecksum = 64;  // CRC-32C of bytes [0, 64).
+  // The grace period in microseconds (0: not set), the server's to set:
+  // how long every client waits before it reuses a block it unlinked, and
+  // so how long a reader may trust what it read. One for all, since a
+  // client that trusted a read for longer than another waits to reuse a
+  // block could read a block rewritten under it.
+  static constexpr uint64_t kGracePeriod = 72;
   static constexpr uint64_t kHeapCursor = 128;  // Bytes of heap handed out.
   static constexpr uint64_t kFreePools = 1024;  // 256 free-pool heads, one per size class.
 };
@@ -62,6 +68,7 @@ struct Layout {
   uint64_t groups = 0;
   uint64_t heap_offset = 0;
   uint64_t heap_bytes = 0;
+  uint64_t grace_us = 0;  // 0: the region does not say.
 
   uint64_t slots() const { return groups * 3 * kSlotsPerBucket; }
   uint64_t group_offset(uint64_t g) const { return index_offset + g * kGroupBytes; }
@@ -86,9 +93,12 @@ void InitRegion(uint8_t* region, const Layout& layout);
 // Sets the generation of an initialised region (a restart registers the
 // region anew) and re-seals the header checksum.
 void SetGeneration(uint8_t* region, uint64_t generation);
+// Sets the region's grace period (HeaderOffsets::kGracePeriod).
+void SetGracePeriod(uint8_t* region, uint64_t grace_us);
 
 // Reads and checks a region header: magic, version, checksum, and that the
 // layout fits `region_bytes`. What a client or a restarting server trusts.
+// The grace period is read when `header` reaches it.
 absl::StatusOr<Layout> ParseHeader(absl::string_view header, uint64_t region_bytes);
 
 // ---- Slots ---------------------------------------------------------------

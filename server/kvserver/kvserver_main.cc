@@ -29,6 +29,11 @@ ABSL_FLAG(std::string, region_file, "",
           "Keep the region in this file (shared mapping): a restart serves every key "
           "stored before, even after kill -9. Empty: memory only, lost on exit.");
 ABSL_FLAG(std::string, id, "", "This server's id, stable across restarts (it places keys).");
+ABSL_FLAG(absl::Duration, grace_period, absl::Milliseconds(200),
+          "How long clients wait before they reuse a block they replaced or deleted, and so "
+          "how long a reader may trust what it read: longer than any stall a client may "
+          "suffer mid-read (and than the fabric's retry budget). Every client of the region "
+          "uses this one.");
 ABSL_FLAG(uint32_t, soft_threads, 0,
           "Soft fabric: threads of the virtual NIC that execute clients' requests, each an "
           "event loop serving its share of the queue pairs (0: min(hardware threads, 4)).");
@@ -89,6 +94,7 @@ int main(int argc, char** argv) {
   ro.soft_threads = absl::GetFlag(FLAGS_soft_threads);
   ro.region_file = absl::GetFlag(FLAGS_region_file);
   ro.generation = static_cast<uint64_t>(absl::ToUnixMillis(absl::Now()));
+  ro.grace_period = absl::GetFlag(FLAGS_grace_period);
   auto region = rkv::server::RegionServer::Create(**fabric, ro);
   if (!region.ok()) return Fail(region.status());
   const rkv::fabric::RemoteRegion addr = (*region)->address();

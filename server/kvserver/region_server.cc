@@ -100,6 +100,12 @@ absl::StatusOr<std::unique_ptr<RegionServer>> RegionServer::Create(
     s->mapped_bytes_ = options.region_bytes;
     layout::InitRegion(s->memory_, s->layout_);
   }
+  if (options.grace_period < absl::Microseconds(1)) {
+    return absl::InvalidArgumentError("the grace period must be at least a microsecond");
+  }
+  layout::SetGracePeriod(s->memory_,
+                         static_cast<uint64_t>(absl::ToInt64Microseconds(options.grace_period)));
+  s->layout_.grace_us = static_cast<uint64_t>(absl::ToInt64Microseconds(options.grace_period));
   RKV_ASSIGN_OR_RETURN(s->region_,
                        fabric.RegisterMemory(s->memory_, s->mapped_bytes_, fabric::kAllAccess));
   RKV_ASSIGN_OR_RETURN(

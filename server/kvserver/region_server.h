@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/fabric/fabric.h"
 #include "common/layout/region_format.h"
@@ -39,6 +40,11 @@ struct RegionServerOptions {
   uint64_t generation = 1;
   // Empty: anonymous memory, lost with the process.
   std::string region_file;
+  // How long clients wait before they reuse a block they unlinked, and so
+  // how long one may trust a read; one for all, written in the header.
+  // Longer than any stall a reader may suffer between its bucket read and
+  // its block read (and than the fabric's retry budget).
+  absl::Duration grace_period = absl::Milliseconds(200);
 };
 
 struct RegionStats {

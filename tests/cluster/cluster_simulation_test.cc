@@ -155,7 +155,8 @@ bool ClusterSim::Start(Server& sv) {
       *sv.fabric, {.region_bytes = s_.region_bytes,
                    .index_share = 0.25,
                    .listen_address = absl::StrCat(sv.id, ".", sv.incarnation),
-                   .generation = generation});
+                   .generation = generation,
+                   .grace_period = absl::Milliseconds(5)});
   EXPECT_TRUE(region.ok()) << region.status();
   if (!region.ok()) return false;
   sv.region = std::move(region).value();
@@ -354,7 +355,6 @@ bool ClusterSim::Run() {
     o.fabric_kind = "soft";
     o.scratch_bytes = 3 << 20;
     o.cache_entries = 1024;
-    o.grace_period = absl::Milliseconds(5);
     o.clock = [net = net_] { return absl::UnixEpoch() + absl::Microseconds(net->steps()); };
     o.fabric = net_->NewFabric();
     if (s_.faults.any()) {

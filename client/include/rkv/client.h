@@ -51,7 +51,9 @@ struct ClientOptions {
   size_t cache_entries = 1 << 17;
   // A replaced or deleted block is reused only this long after it was
   // unlinked; a reader whose bucket read and block read are further apart
-  // starts over. Must exceed any stall a reader may suffer.
+  // starts over. Every client of a region must use the same, so a server
+  // says which (kvserver --grace_period) and the client takes that: this
+  // one counts only with a server of an older build, which does not say.
   absl::Duration grace_period = absl::Milliseconds(200);
   // Heap taken from the server per FAA.
   uint64_t heap_chunk_bytes = 256 << 10;

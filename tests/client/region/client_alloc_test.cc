@@ -106,17 +106,17 @@ class ClientAllocTest : public ::testing::Test {
   static constexpr int kKeys = 8;
 
   void SetUp() override {
-    auto env = KvTestEnv::Create(KvBackend::kSoftSim, {.region_bytes = 8 << 20});
-    ASSERT_TRUE(env.ok()) << env.status();
-    env_ = std::move(env).value();
-    client_internal::OpenOptions o = env_->client_options();
-    o.fabric = std::make_shared<UncountedFabric>(env_->sim->NewFabric());
     // A short grace period (in simulated time an operation takes a few
     // microseconds), so that the warm-up outlasts it and blocks freed by
     // updates come back into use, as in a client that has run a while;
     // long enough that cached slots stay fresh while the operations cycle
     // through the keys.
-    o.grace_period = absl::Milliseconds(2);
+    auto env = KvTestEnv::Create(KvBackend::kSoftSim,
+                                 {.region_bytes = 8 << 20, .grace_period = absl::Milliseconds(2)});
+    ASSERT_TRUE(env.ok()) << env.status();
+    env_ = std::move(env).value();
+    client_internal::OpenOptions o = env_->client_options();
+    o.fabric = std::make_shared<UncountedFabric>(env_->sim->NewFabric());
     auto c = env_->NewClient(o);
     ASSERT_TRUE(c.ok()) << c.status();
     client_ = std::move(c).value();

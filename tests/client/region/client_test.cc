@@ -238,13 +238,14 @@ namespace {
 // freed last, on the real clock; the simulation's clock is its step count
 // and does not move while a client closes.
 TEST(FreePoolTest, FreedBlocksOutliveTheClientThatFreedThem) {
-  auto env = KvTestEnv::Create(KvBackend::kSoftTcp, {.region_bytes = 2 << 20, .index_share = 0.5});
+  auto env = KvTestEnv::Create(
+      KvBackend::kSoftTcp,
+      {.region_bytes = 2 << 20, .index_share = 0.5, .grace_period = absl::Milliseconds(20)});
   ASSERT_TRUE(env.ok()) << env.status();
   KvTestEnv& env_ = **env;
   const int kKeys = 10;
   const int kRounds = 20;  // 20 x 10 x 20 KB: 4 MB through a 1 MB heap.
   client_internal::OpenOptions options = env_.client_options();
-  options.grace_period = absl::Milliseconds(20);
   for (int round = 0; round < kRounds; ++round) {
     auto c = env_.NewClient(options);
     ASSERT_TRUE(c.ok()) << c.status();

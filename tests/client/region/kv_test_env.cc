@@ -1,5 +1,7 @@
 #include "tests/client/region/kv_test_env.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "client/region/region_client.h"
 #include "common/status.h"
@@ -38,6 +40,9 @@ absl::StatusOr<std::unique_ptr<KvTestEnv>> KvTestEnv::Create(
     fo.rdma_device = setup.target_device;
     so.listen_address = setup.address;
     env->client_rdma_device = setup.initiator_device;
+    // rxe in an emulated guest moves a MiB in hundreds of milliseconds, and
+    // a reader whose block read outlasts the grace period starts over.
+    so.grace_period = std::max(so.grace_period, absl::Seconds(3));
   }
   if (env->sim != nullptr) {
     env->server_fabric = env->sim->NewFabric();
@@ -68,11 +73,6 @@ client_internal::OpenOptions KvTestEnv::client_options() const {
   client_internal::OpenOptions o;
   o.fabric_kind = backend == KvBackend::kVerbs ? "verbs" : "soft";
   o.rdma_device = client_rdma_device;
-  if (backend == KvBackend::kVerbs) {
-    // rxe in an emulated guest moves a MiB in hundreds of milliseconds, and
-    // a reader whose block read outlasts the grace period starts over.
-    o.grace_period = absl::Seconds(3);
-  }
   o.scratch_bytes = 4 << 20;
   if (sim != nullptr) {
     // A node of its own, and its choices drawn from the simulation's seed.

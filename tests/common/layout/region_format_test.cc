@@ -156,6 +156,14 @@ TEST(HeaderTest, RoundTripsAndRefusesWhatIsNotARegion) {
   SetGeneration(region.data(), 8);
   EXPECT_EQ(ParseHeader(header(), region.size())->generation, 8u);
 
+  // The grace period: unset in a fresh header, read where the header read
+  // reaches it, outside the checksum (a server sets it at every start).
+  EXPECT_EQ(back->grace_us, 0u);
+  SetGracePeriod(region.data(), 200000);
+  EXPECT_EQ(ParseHeader(header(), region.size())->grace_us, 200000u);
+  EXPECT_EQ(ParseHeader(header().substr(0, HeaderOffsets::kChecksum + 4), region.size())->grace_us,
+            0u);
+
   EXPECT_FALSE(ParseHeader(header(), region.size() * 2).ok());  // Another size.
   for (size_t byte : {size_t{0}, size_t{8}, size_t{40}, size_t{64}}) {
     std::vector<uint8_t> copy = region;

@@ -24,19 +24,17 @@ uint64_t BlockBytes(const std::string& key) {
 
 std::string Key(int i) { return absl::StrCat("key", 1000 + i); }  // All of one length.
 
-client_internal::OpenOptions QuickGrace(const KvTestEnv& env) {
-  client_internal::OpenOptions o = env.client_options();
-  o.grace_period = absl::Milliseconds(20);
-  return o;
-}
+// Regions whose grace period is short, so that freed blocks come back soon.
+constexpr absl::Duration kGrace = absl::Milliseconds(20);
 
 TEST(HeapCensusTest, CountsLiveBlocksThePoolAndWhatClientsHold) {
-  auto env = KvTestEnv::Create(KvBackend::kSoftTcp, {.region_bytes = 8 << 20});
+  auto env =
+      KvTestEnv::Create(KvBackend::kSoftTcp, {.region_bytes = 8 << 20, .grace_period = kGrace});
   ASSERT_TRUE(env.ok()) << env.status();
   const int kKeys = 100;
   const uint64_t block = BlockBytes(Key(0));
   {
-    auto client = (*env)->NewClient(QuickGrace(**env));
+    auto client = (*env)->NewClient();
     ASSERT_TRUE(client.ok()) << client.status();
     for (int i = 0; i < kKeys; ++i) {
       ASSERT_TRUE((*client)->Put(Key(i), std::string(kValueBytes, 'a')).ok());
@@ -67,11 +65,15 @@ TEST(HeapCensusTest, CountsLiveBlocksThePoolAndWhatClientsHold) {
 
 // A live client that frees more of a class than it writes (here: deletes)
 // hands what it does not reuse back to the free pool once those blocks
-// have been reusable for a grace period, without closing.
+// have been reusable for a grace period, without closing. The grace period
+// is the region's, whatever the client's options say.
 TEST(HeapCensusTest, LiveClientHandsBackBlocksItDoesNotReuse) {
-  auto env = KvTestEnv::Create(KvBackend::kSoftTcp, {.region_bytes = 8 << 20});
+  auto env =
+      KvTestEnv::Create(KvBackend::kSoftTcp, {.region_bytes = 8 << 20, .grace_period = kGrace});
   ASSERT_TRUE(env.ok()) << env.status();
-  auto client = (*env)->NewClient(QuickGrace(**env));
+  client_internal::OpenOptions options = (*env)->client_options();
+  options.grace_period = absl::Seconds(30);
+  auto client = (*env)->NewClient(options);
   ASSERT_TRUE(client.ok()) << client.status();
   const int kKeys = 500;
   for (int i = 0; i < kKeys; ++i) {
@@ -97,6 +99,7 @@ class RegionRestartTest : public ::testing::Test {
  protected:
   void SetUp() override {
     options_.region_bytes = 4 << 20;
+    options_.grace_period = kGrace;
     options_.region_file =
         absl::StrCat(::testing::TempDir(), "/rkv-region-heap-", getpid(), ".region");
     std::remove(options_.region_file.c_str());
@@ -128,7 +131,7 @@ class RegionRestartTest : public ::testing::Test {
 TEST_F(RegionRestartTest, RestartTakesBackHeapThatCrashedClientsHeld) {
   const int kKeys = 200;
   {
-    auto client = env_->NewClient(QuickGrace(*env_));
+    auto client = env_->NewClient();
     ASSERT_TRUE(client.ok()) << client.status();
     for (int i = 0; i < kKeys; ++i) {
       ASSERT_TRUE((*client)->Put(Key(i), std::string(kValueBytes, 'a' + i % 26)).ok());
@@ -146,7 +149,7 @@ TEST_F(RegionRestartTest, RestartTakesBackHeapThatCrashedClientsHeld) {
         .store(0);
   }
   {
-    auto client = env_->NewClient(QuickGrace(*env_));
+    auto client = env_->NewClient();
     ASSERT_TRUE(client.ok()) << client.status();
     const absl::Status s = (*client)->Put("one more", std::string(kValueBytes, 'z'));
     EXPECT_TRUE(absl::IsResourceExhausted(s)) << s;
@@ -161,7 +164,7 @@ TEST_F(RegionRestartTest, RestartTakesBackHeapThatCrashedClientsHeld) {
   EXPECT_EQ(after.heap_live + after.heap_pooled, after.heap_used);
   EXPECT_LE(after.heap_used, before.heap_used);
 
-  auto client = env_->NewClient(QuickGrace(*env_));
+  auto client = env_->NewClient();
   ASSERT_TRUE(client.ok()) << client.status();
   for (int i = 0; i < kKeys; ++i) {
     auto v = (*client)->Get(Key(i));

@@ -194,13 +194,14 @@ TEST(ReplicaTakeoverTest, BlankRegionHasNoPoolAndCursorAtTheStart) {
 // heap and are then fenced off before they can hand back what they did not
 // use. Without the reclaim each round strands a chunk per client.
 TEST(ReplicaTakeoverTest, ReconfigurationsStrandNoHeap) {
-  auto env =
-      testing::KvTestEnv::Create(testing::KvBackend::kSoftTcp, {.region_bytes = kRegionBytes});
+  // A short grace period: closing is quick.
+  auto env = testing::KvTestEnv::Create(
+      testing::KvBackend::kSoftTcp,
+      {.region_bytes = kRegionBytes, .grace_period = absl::Milliseconds(1)});
   ASSERT_TRUE(env.ok()) << env.status();
   RegionServer& server = *(*env)->server;
   const uint64_t heap_bytes = server.layout().heap_bytes;
   client_internal::OpenOptions options = (*env)->client_options();
-  options.grace_period = absl::Milliseconds(1);  // Closing is quick.
   const std::string value(1000, 'v');
   // Each round writes 8 blocks and frees the 8 of the round before: rounds
   // enough to take the heap three times over.
