@@ -96,12 +96,27 @@ class CompletionChannel {
 };
 
 // Accepts queue pairs from remote nodes. Destroying it closes the
-// connections it accepted: their peers see kRetryExceeded.
+// connections it accepted: their peers see kRetryExceeded. Thread-safe.
 class Listener {
  public:
   virtual ~Listener() = default;
   // The address peers connect to (the bound port when 0 was asked for).
   virtual Endpoint endpoint() const = 0;
+
+  // Closes every queue pair accepted from `peer_id` (QueuePairOptions) and
+  // refuses that id from now on: a later Connect naming it fails with
+  // FailedPrecondition, whose message says the target fenced it. Once Fence
+  // returns, no request of those queue pairs executes here any more: each
+  // ran before, or never runs (a multi-packet WRITE cut short may have
+  // landed in part). Their initiator's outstanding and later requests
+  // complete in error (kRetryExceeded or kFlushed, as when the target is
+  // lost). Other peers' queue pairs are untouched. Fencing an id that never
+  // connected still refuses it later. 0 names no peer: InvalidArgument.
+  //
+  // This is how a server stops a client it has given up on (crashed, or
+  // paused past its lease) from writing its memory, without the cost of
+  // re-registering the region, which would cut off every client.
+  virtual absl::Status Fence(uint64_t peer_id) = 0;
 };
 
 enum class FabricKind { kAuto, kVerbs, kSoft };
@@ -137,6 +152,10 @@ struct QueuePairOptions {
   absl::Duration connect_timeout = absl::Seconds(5);
   // Notified of this queue pair's completions; made by the same fabric.
   std::shared_ptr<CompletionChannel> channel;
+  // Names the initiator to the target, which can cut off every queue pair
+  // that names it (Listener::Fence): an rkv client session. 0: none, and
+  // never fenced.
+  uint64_t peer_id = 0;
 };
 
 class Fabric {
@@ -158,7 +177,8 @@ class Fabric {
 
   // Connects a queue pair to a listening node. Unavailable when the node
   // cannot be reached or nobody listens there; PermissionDenied when it
-  // refuses the token.
+  // refuses the token; FailedPrecondition when it has fenced
+  // `options.peer_id` or speaks another version of the protocol.
   virtual absl::StatusOr<std::unique_ptr<QueuePair>> Connect(
       const Endpoint& endpoint, const QueuePairOptions& options = {}) = 0;
 };

@@ -2,6 +2,7 @@
 // peer sends. Nothing may crash, and a frame that decodes must encode back
 // to a frame that decodes the same.
 #include <cstring>
+#include <string>
 
 #include "common/fabric/soft/soft_wire.h"
 
@@ -12,6 +13,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   w::Hello hello;
   (void)w::DecodeHelloFixed(in, &hello);
   (void)w::DecodeHelloReply(in);
+  if (w::Hello rest; w::DecodeHelloRest(in, &rest).ok()) {
+    const std::string again = w::EncodeHello(rest);
+    w::Hello back;
+    auto len = w::DecodeHelloFixed(absl::string_view(again).substr(0, w::kHelloFixedBytes), &back);
+    if (!len.ok() || *len != in.size() ||
+        !w::DecodeHelloRest(absl::string_view(again).substr(w::kHelloFixedBytes), &back).ok() ||
+        back.peer_id != rest.peer_id || back.token != rest.token) {
+      __builtin_trap();
+    }
+  }
 
   if (auto req = w::DecodeRequestHeader(in); req.ok()) {
     uint8_t out[w::kRequestHeaderBytes];

@@ -19,7 +19,8 @@ class SimQueuePair final : public SoftQueuePair {
       : SoftQueuePair(std::move(local), options),
         net_(std::move(net)),
         target_(std::move(target)),
-        listener_id_(listener_id) {}
+        listener_id_(listener_id),
+        peer_id_(options.peer_id) {}
 
   ~SimQueuePair() override { net_->Detach(this); }
 
@@ -38,6 +39,7 @@ class SimQueuePair final : public SoftQueuePair {
   }
 
   uint64_t listener_id() const { return listener_id_; }
+  uint64_t peer_id() const { return peer_id_; }
 
   bool HasWork() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -60,6 +62,7 @@ class SimQueuePair final : public SoftQueuePair {
   const std::shared_ptr<SimNetwork> net_;
   const std::shared_ptr<const MemoryTable> target_;
   const uint64_t listener_id_;
+  const uint64_t peer_id_;
 };
 
 void SimQueuePair::Step(uint32_t chunk_bytes) {
@@ -117,6 +120,11 @@ class SimListener final : public Listener {
       : net_(std::move(net)), name_(std::move(name)), id_(id), token_(std::move(token)) {}
   ~SimListener() override { net_->RemoveListener(name_, id_); }
   Endpoint endpoint() const override { return {absl::StrCat("sim:", name_), token_}; }
+  absl::Status Fence(uint64_t peer_id) override {
+    if (peer_id == 0) return absl::InvalidArgumentError("Fence: 0 names no peer");
+    net_->Fence(name_, id_, peer_id);
+    return absl::OkStatus();
+  }
 
  private:
   const std::shared_ptr<SimNetwork> net_;
@@ -176,6 +184,10 @@ absl::StatusOr<std::unique_ptr<QueuePair>> SimNetwork::Connect(
     return absl::PermissionDeniedError(
         absl::StrCat("connect ", endpoint.address, ": connection token rejected"));
   }
+  if (options.peer_id != 0 && it->second.fenced.contains(options.peer_id)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "connect ", endpoint.address, ": the target fenced peer id ", options.peer_id));
+  }
   auto qp = std::make_unique<SimQueuePair>(shared_from_this(), std::move(local), std::move(target),
                                            it->second.id, options);
   queue_pairs_.push_back(qp.get());
@@ -187,6 +199,18 @@ void SimNetwork::RemoveListener(const std::string& name, uint64_t id) {
   listeners_.erase(name);
   for (SimQueuePair* qp : queue_pairs_) {
     if (qp->listener_id() == id) qp->Disconnect();
+  }
+}
+
+void SimNetwork::Fence(const std::string& name, uint64_t id, uint64_t peer_id) {
+  // Steps run under mu_, so none of the fenced queue pairs' requests is
+  // part-way through a step here, and none steps again once they are
+  // disconnected (a WRITE of several chunks may have landed in part).
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = listeners_.find(name);
+  if (it != listeners_.end() && it->second.id == id) it->second.fenced.insert(peer_id);
+  for (SimQueuePair* qp : queue_pairs_) {
+    if (qp->listener_id() == id && qp->peer_id() == peer_id) qp->Disconnect();
   }
 }
 

@@ -24,6 +24,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "common/fabric/fabric.h"
 #include "common/fabric/memory_table.h"
@@ -80,6 +81,7 @@ class SimNetwork : public SoftTransport, public std::enable_shared_from_this<Sim
     std::weak_ptr<const MemoryTable> table;
     std::string token;
     uint64_t id = 0;
+    absl::flat_hash_set<uint64_t> fenced;  // Peer ids Listener::Fence named.
   };
 
   // Runs up to `max_steps` steps; returns how many ran.
@@ -87,6 +89,8 @@ class SimNetwork : public SoftTransport, public std::enable_shared_from_this<Sim
   uint64_t RunSlice();
   bool StepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RemoveListener(const std::string& name, uint64_t id);
+  // Listener::Fence of the listener `name`, numbered `id`.
+  void Fence(const std::string& name, uint64_t id, uint64_t peer_id);
   void Detach(SimQueuePair* qp);
 
   const uint64_t seed_;

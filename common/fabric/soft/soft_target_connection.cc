@@ -124,33 +124,47 @@ SoftTargetConnection::Stop SoftTargetConnection::ExecuteBuffered() {
 }
 
 bool SoftTargetConnection::Handshake() {
+  wire::Hello hello;
   if (state_ == State::kHelloFixed) {
     if (Available() < wire::kHelloFixedBytes) return false;
-    wire::Hello hello;
-    absl::StatusOr<size_t> token_bytes =
+    absl::StatusOr<size_t> rest_bytes =
         wire::DecodeHelloFixed(View(in_.data() + in_read_, wire::kHelloFixedBytes), &hello);
-    if (!token_bytes.ok()) {
+    if (!rest_bytes.ok()) {
       RKV_LOG(WARNING) << "soft fabric " << context_.address
-                       << ": rejected peer: " << token_bytes.status();
+                       << ": rejected peer: " << rest_bytes.status();
       closing_ = true;  // No reply: it is not an rkv peer.
       return false;
     }
     in_read_ += wire::kHelloFixedBytes;
     hello_version_ = hello.version;
-    token_bytes_ = *token_bytes;
-    state_ = State::kHelloToken;
+    hello_rest_bytes_ = *rest_bytes;
+    state_ = State::kHelloRest;
   }
-  if (Available() < token_bytes_) return false;
-  const absl::string_view token = View(in_.data() + in_read_, token_bytes_);
-  in_read_ += token_bytes_;
+  // The whole Hello is read, whatever its version, before it is answered:
+  // closing with unread input would reset the connection, and the peer
+  // might lose the reply that says why.
+  if (Available() < hello_rest_bytes_) return false;
+  const absl::string_view rest = View(in_.data() + in_read_, hello_rest_bytes_);
+  in_read_ += hello_rest_bytes_;
   wire::HelloStatus status = wire::HelloStatus::kOk;
   if (hello_version_ != wire::kVersion) {
     status = wire::HelloStatus::kBadVersion;
     RKV_LOG(WARNING) << "soft fabric " << context_.address << ": rejected peer speaking version "
-                     << hello_version_;
-  } else if (!context_.token.empty() && !TokensEqual(token, context_.token)) {
+                     << hello_version_ << " (this is " << wire::kVersion << ")";
+  } else if (absl::Status s = wire::DecodeHelloRest(rest, &hello); !s.ok()) {
+    RKV_LOG(WARNING) << "soft fabric " << context_.address << ": rejected peer: " << s;
+    closing_ = true;  // Malformed: no reply, as for bad magic.
+    return false;
+  } else if (!context_.token.empty() && !TokensEqual(hello.token, context_.token)) {
     status = wire::HelloStatus::kBadToken;
     RKV_LOG(WARNING) << "soft fabric " << context_.address << ": rejected peer with a wrong token";
+  } else if (hello.peer_id != 0 && context_.fenced.Contains(hello.peer_id)) {
+    // Checked on the loop's thread, as the fence's sweep of established
+    // connections runs (SoftTargetLoop::Fence): a handshake either comes
+    // after the fence and is refused here, or before and is swept.
+    status = wire::HelloStatus::kFenced;
+    RKV_LOG(INFO) << "soft fabric " << context_.address << ": refused fenced peer "
+                  << hello.peer_id;
   }
   const std::string reply = wire::EncodeHelloReply(status);
   std::memcpy(out_.Append(reply.size()), reply.data(), reply.size());
@@ -158,6 +172,7 @@ bool SoftTargetConnection::Handshake() {
     closing_ = true;  // Answered, then closed.
     return false;
   }
+  peer_id_ = hello.peer_id;
   state_ = State::kServing;
   return true;
 }

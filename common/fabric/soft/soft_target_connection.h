@@ -10,9 +10,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/fabric/byte_buffer.h"
@@ -22,12 +25,31 @@
 
 namespace rkv::fabric {
 
+// The peer ids a listener has fenced (Listener::Fence); its loops consult
+// it at each handshake. Thread-safe.
+class FencedPeers {
+ public:
+  void Add(uint64_t peer_id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ids_.insert(peer_id);
+  }
+  bool Contains(uint64_t peer_id) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return ids_.contains(peer_id);
+  }
+
+ private:
+  mutable std::mutex mu_;
+  absl::flat_hash_set<uint64_t> ids_ ABSL_GUARDED_BY(mu_);
+};
+
 // What every connection of one listener shares. Outlives them all.
 struct SoftTargetContext {
   std::shared_ptr<const MemoryTable> table;
   std::string address;       // The listener's, for log lines.
   std::string token;         // Peers must present it; empty accepts any.
   absl::Duration busy_poll;  // An idle loop spins this long before it sleeps.
+  FencedPeers fenced;
 };
 
 class SoftTargetConnection {
@@ -48,6 +70,8 @@ class SoftTargetConnection {
   int fd() const { return fd_.get(); }
   // Until then the connection is subject to kHandshakeTimeout.
   bool established() const { return state_ == State::kServing; }
+  // The peer id its Hello named; meaningful once established.
+  uint64_t peer_id() const { return peer_id_; }
 
   // Records edge-triggered readiness from epoll; it holds until a read or
   // send finds the socket drained or full.
@@ -63,7 +87,7 @@ class SoftTargetConnection {
   Progress Service();
 
  private:
-  enum class State { kHelloFixed, kHelloToken, kServing };
+  enum class State { kHelloFixed, kHelloRest, kServing };
   enum class Stop { kNeedInput, kBacklogged, kClosing };
 
   Stop ExecuteBuffered();
@@ -82,8 +106,9 @@ class SoftTargetConnection {
   const SoftTargetContext& context_;
   Fd fd_;
   State state_ = State::kHelloFixed;
-  size_t token_bytes_ = 0;
+  size_t hello_rest_bytes_ = 0;
   uint16_t hello_version_ = 0;
+  uint64_t peer_id_ = 0;
   // A fresh socket is assumed ready both ways; a recv or send says otherwise.
   bool readable_ = true;
   bool writable_ = true;

@@ -4,6 +4,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -46,10 +47,14 @@ SoftTargetLoop::~SoftTargetLoop() {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
   }
-  const uint64_t one = 1;
-  (void)::write(wake_.get(), &one, sizeof(one));
+  Wake();
   thread_.join();
   // connections_ goes with the loop: each connection shuts its socket down.
+}
+
+void SoftTargetLoop::Wake() {
+  const uint64_t one = 1;
+  (void)::write(wake_.get(), &one, sizeof(one));
 }
 
 void SoftTargetLoop::Adopt(Fd fd) {
@@ -58,18 +63,50 @@ void SoftTargetLoop::Adopt(Fd fd) {
     if (stopping_) return;  // fd closes here.
     incoming_.push_back(std::move(fd));
   }
-  const uint64_t one = 1;
-  (void)::write(wake_.get(), &one, sizeof(one));
+  Wake();
+}
+
+void SoftTargetLoop::Fence(uint64_t peer_id) {
+  std::unique_lock<std::mutex> lock(mu_);
+  // A loop that has stopped serves nobody: there is nothing to close.
+  if (stopping_ || exited_) return;
+  fences_.push_back(peer_id);
+  const uint64_t ticket = ++fences_asked_;
+  Wake();
+  fenced_.wait(lock, [&] { return fences_done_ >= ticket || exited_; });
 }
 
 bool SoftTargetLoop::TakeIncoming() {
   uint64_t count;
   (void)::read(wake_.get(), &count, sizeof(count));
   std::vector<Fd> incoming;
+  std::vector<uint64_t> fences;
+  uint64_t fences_asked;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return false;
     incoming.swap(incoming_);
+    fences.swap(fences_);
+    fences_asked = fences_asked_;
+  }
+  if (!fences.empty()) {
+    // Between turns: no request of any connection is executing now.
+    std::vector<uint64_t> doomed;
+    for (const auto& [id, entry] : connections_) {
+      const SoftTargetConnection& c = *entry.connection;
+      if (c.established() && c.peer_id() != 0 &&
+          std::find(fences.begin(), fences.end(), c.peer_id()) != fences.end()) {
+        doomed.push_back(id);
+      }
+    }
+    // Unsent responses go too: the initiator sees the connection end, as
+    // when the target is lost.
+    for (uint64_t id : doomed) Close(id);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      fences_done_ = fences_asked;
+    }
+    fenced_.notify_all();
   }
   const absl::Time deadline = absl::Now() + SoftTargetConnection::kHandshakeTimeout;
   for (Fd& fd : incoming) {
@@ -122,6 +159,15 @@ int SoftTargetLoop::ExpireHandshakes() {
 }
 
 void SoftTargetLoop::Run() {
+  RunLoop();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    exited_ = true;
+  }
+  fenced_.notify_all();  // A Fence waiting on a loop that ended waits no more.
+}
+
+void SoftTargetLoop::RunLoop() {
   epoll_event events[kMaxEvents];
   std::vector<uint64_t> serving;
   for (;;) {

@@ -6,6 +6,7 @@
 #ifndef RKV_COMMON_FABRIC_SOFT_SOFT_TARGET_LOOP_H_
 #define RKV_COMMON_FABRIC_SOFT_SOFT_TARGET_LOOP_H_
 
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -34,10 +35,20 @@ class SoftTargetLoop {
   // Hands over a freshly accepted, non-blocking socket. Thread-safe.
   void Adopt(Fd fd);
 
+  // Closes this loop's established connections from `peer_id`, and
+  // returns once it has: requests execute on the loop's thread only, in
+  // turns, so from then on none of theirs does. The caller has added the id
+  // to the context's fenced peers first, so that a handshake the sweep did
+  // not see is refused. Thread-safe; not to be called by the loop itself.
+  void Fence(uint64_t peer_id);
+
  private:
   SoftTargetLoop(const SoftTargetContext& context, Fd epoll, Fd wake);
   void Run();
-  // Registers what Adopt queued; false once the loop is stopping.
+  void RunLoop();
+  void Wake();
+  // Registers what Adopt queued and carries out what Fence asked; false
+  // once the loop is stopping.
   bool TakeIncoming();
   void Close(uint64_t id);
   // Closes connections whose handshake ran out of time; returns the
@@ -51,6 +62,13 @@ class SoftTargetLoop {
   std::mutex mu_;
   std::vector<Fd> incoming_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // Fence's requests: the peer ids to sweep, and tickets that say which
+  // requests the loop has carried out (fences_done_ reaches a caller's).
+  std::vector<uint64_t> fences_ ABSL_GUARDED_BY(mu_);
+  uint64_t fences_asked_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t fences_done_ ABSL_GUARDED_BY(mu_) = 0;
+  bool exited_ ABSL_GUARDED_BY(mu_) = false;  // Run has returned.
+  std::condition_variable fenced_;
 
   // The rest belongs to the loop's thread. Ids, not pointers, go to epoll
   // and the deadline queue, so that a stale entry finds nothing.

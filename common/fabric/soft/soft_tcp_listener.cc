@@ -49,6 +49,15 @@ class SoftTcpListener final : public Listener {
 
   Endpoint endpoint() const override { return {context_->address, context_->token}; }
 
+  absl::Status Fence(uint64_t peer_id) override {
+    if (peer_id == 0) return absl::InvalidArgumentError("Fence: 0 names no peer");
+    // Refused from now on, then swept: see SoftTargetLoop::Fence.
+    context_->fenced.Add(peer_id);
+    for (const std::unique_ptr<SoftTargetLoop>& loop : loops_) loop->Fence(peer_id);
+    RKV_LOG(INFO) << "soft fabric " << context_->address << ": fenced peer " << peer_id;
+    return absl::OkStatus();
+  }
+
  private:
   void AcceptLoop();
 

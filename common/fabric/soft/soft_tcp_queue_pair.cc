@@ -503,7 +503,7 @@ absl::StatusOr<std::unique_ptr<QueuePair>> ConnectSoftTcp(std::shared_ptr<const 
     return absl::InvalidArgumentError(
         absl::StrCat("connection token longer than ", wire::kMaxTokenBytes, " bytes"));
   }
-  const std::string hello = wire::EncodeHello({wire::kVersion, endpoint.token});
+  const std::string hello = wire::EncodeHello({wire::kVersion, endpoint.token, options.peer_id});
   RKV_RETURN_IF_ERROR(WriteFull(fd.get(), hello.data(), hello.size()));
   RKV_RETURN_IF_ERROR(SetReceiveTimeout(fd.get(), options.connect_timeout));
   std::string reply(wire::kHelloReplyBytes, '\0');
@@ -516,9 +516,13 @@ absl::StatusOr<std::unique_ptr<QueuePair>> ConnectSoftTcp(std::shared_ptr<const 
     case wire::HelloStatus::kOk:
       break;
     case wire::HelloStatus::kBadVersion:
-      return absl::FailedPreconditionError(absl::StrCat(what, ": protocol version mismatch"));
+      return absl::FailedPreconditionError(absl::StrCat(
+          what, ": protocol version mismatch (this build speaks version ", wire::kVersion, ")"));
     case wire::HelloStatus::kBadToken:
       return absl::PermissionDeniedError(absl::StrCat(what, ": connection token rejected"));
+    case wire::HelloStatus::kFenced:
+      return absl::FailedPreconditionError(
+          absl::StrCat(what, ": the target fenced peer id ", options.peer_id));
   }
   // From here on nothing blocks on the socket: see the top of this file.
   if (const int flags = ::fcntl(fd.get(), F_GETFL);

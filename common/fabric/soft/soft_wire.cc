@@ -34,11 +34,12 @@ absl::Status CheckSize(absl::string_view bytes, size_t want, const char* what) {
 }  // namespace
 
 std::string EncodeHello(const Hello& hello) {
-  std::string out(kHelloFixedBytes, '\0');
+  std::string out(kHelloFixedBytes + kHelloPeerIdBytes, '\0');
   auto* p = reinterpret_cast<uint8_t*>(out.data());
   Put<uint32_t>(p, 0, kHelloMagic);
   Put<uint16_t>(p, 4, hello.version);
-  Put<uint16_t>(p, 6, static_cast<uint16_t>(hello.token.size()));
+  Put<uint16_t>(p, 6, static_cast<uint16_t>(kHelloPeerIdBytes + hello.token.size()));
+  Put<uint64_t>(p, kHelloFixedBytes, hello.peer_id);
   out += hello.token;
   return out;
 }
@@ -49,11 +50,21 @@ absl::StatusOr<size_t> DecodeHelloFixed(absl::string_view bytes, Hello* hello) {
     return absl::InvalidArgumentError("hello: bad magic (not an rkv soft-fabric peer)");
   }
   hello->version = Get<uint16_t>(bytes, 4);
-  const size_t token_len = Get<uint16_t>(bytes, 6);
-  if (token_len > kMaxTokenBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("hello: token of ", token_len, " bytes"));
+  const size_t rest = Get<uint16_t>(bytes, 6);
+  if (rest > kMaxHelloRestBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("hello: ", rest, " bytes after the fixed part"));
   }
-  return token_len;
+  return rest;
+}
+
+absl::Status DecodeHelloRest(absl::string_view rest, Hello* hello) {
+  if (rest.size() < kHelloPeerIdBytes || rest.size() > kMaxHelloRestBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("hello: ", rest.size(), " bytes after the fixed part"));
+  }
+  hello->peer_id = Get<uint64_t>(rest, 0);
+  hello->token = std::string(rest.substr(kHelloPeerIdBytes));
+  return absl::OkStatus();
 }
 
 std::string EncodeHelloReply(HelloStatus status) {
@@ -70,7 +81,7 @@ absl::StatusOr<HelloStatus> DecodeHelloReply(absl::string_view bytes) {
     return absl::InvalidArgumentError("hello reply: bad magic (not an rkv soft-fabric target)");
   }
   const uint8_t status = Get<uint8_t>(bytes, 4);
-  if (status > static_cast<uint8_t>(HelloStatus::kBadToken)) {
+  if (status > static_cast<uint8_t>(HelloStatus::kFenced)) {
     return absl::InvalidArgumentError(absl::StrCat("hello reply: unknown status ", status));
   }
   return static_cast<HelloStatus>(status);

@@ -7,14 +7,43 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/hash.h"
 #include "common/status.h"
 
 namespace rkv::fabric {
 namespace {
 
-// What a listener's rejection for a wrong token carries, so that the
-// initiator can tell it from a port where nobody listens.
+// What a listener's rejections carry, so that the initiator can tell each
+// from a port where nobody listens. kTokenRefused is as older builds sent
+// and read it.
 constexpr char kTokenRefused[] = "rkv: token refused";
+constexpr char kPeerFenced[] = "rkv: peer fenced";
+constexpr char kFormatRefused[] = "rkv: connect format refused";
+
+constexpr uint32_t kConnectMagic = 0x43564B52;  // "RKVC"
+constexpr uint8_t kConnectFormat = 1;
+constexpr uint64_t kDigestSeeds[2] = {1, 2};
+
+template <typename T>
+void Put(char* out, size_t at, T v) {
+  std::memcpy(out + at, &v, sizeof(T));
+}
+
+template <typename T>
+T Get(absl::string_view in, size_t at) {
+  T v;
+  std::memcpy(&v, in.data() + at, sizeof(T));
+  return v;
+}
+
+// Whether the rejection `event` carries begins with `reason`.
+bool RejectedFor(const rdma_cm_event* event, absl::string_view reason) {
+  const auto* data = static_cast<const char*>(event->param.conn.private_data);
+  return event->event == RDMA_CM_EVENT_REJECTED && data != nullptr &&
+         event->param.conn.private_data_len >= reason.size() &&
+         std::memcmp(data, reason.data(), reason.size()) == 0;
+}
+
 // Local ACK timeout, as 4.096 us * 2^n: 2^16 is about 268 ms. With
 // kRetryCount retries a peer that stopped answering is reported within about
 // 2 s (kRetryExceeded) instead of the minutes rdma_cm's RoCE default allows.
@@ -53,15 +82,21 @@ absl::Status ExpectEvent(rdma_event_channel* channel, rdma_cm_event_type want,
   if (rdma_get_cm_event(channel, &event) != 0) return ErrnoToStatus(errno, what);
   const rdma_cm_event_type got = event->event;
   const int status = event->status;
-  const bool token_refused =
-      got == RDMA_CM_EVENT_REJECTED && event->param.conn.private_data != nullptr &&
-      event->param.conn.private_data_len >= sizeof(kTokenRefused) - 1 &&
-      std::memcmp(event->param.conn.private_data, kTokenRefused, sizeof(kTokenRefused) - 1) == 0;
+  const bool token_refused = RejectedFor(event, kTokenRefused);
+  const bool peer_fenced = RejectedFor(event, kPeerFenced);
+  const bool format_refused = RejectedFor(event, kFormatRefused);
   rdma_ack_cm_event(event);
   if (got == want) return absl::OkStatus();
   if (token_refused) {
     return absl::PermissionDeniedError(
         absl::StrCat(what, ": the target refused the connection token"));
+  }
+  if (peer_fenced) {
+    return absl::FailedPreconditionError(absl::StrCat(what, ": the target fenced this peer id"));
+  }
+  if (format_refused) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        what, ": the target refused the connect request's format (protocol version mismatch)"));
   }
   if (got == RDMA_CM_EVENT_REJECTED) {
     return absl::UnavailableError(
@@ -159,13 +194,14 @@ absl::StatusOr<uint32_t> CreateQueuePair(const VerbsDevice& device, CmConnection
   return attr.cap.max_inline_data;
 }
 
-// Sends the connect request with the token as its private data and waits
-// for the connection to be established (or refused).
-absl::Status Handshake(const VerbsDevice& device, CmConnection& conn, const std::string& token,
-                       absl::Duration timeout, const std::string& what) {
+// Sends the connect request with the peer id and the token's digest as its
+// private data and waits for the connection to be established (or refused).
+absl::Status Handshake(const VerbsDevice& device, CmConnection& conn, uint64_t peer_id,
+                       const std::string& token, absl::Duration timeout, const std::string& what) {
+  const std::string data = EncodeConnectData(peer_id, token);
   rdma_conn_param param{};
-  param.private_data = token.data();
-  param.private_data_len = static_cast<uint8_t>(token.size());
+  param.private_data = data.data();
+  param.private_data_len = static_cast<uint8_t>(data.size());
   param.initiator_depth = static_cast<uint8_t>(device.rd_atomic_initiator());
   param.responder_resources = static_cast<uint8_t>(device.rd_atomic_responder());
   param.retry_count = kRetryCount;
@@ -174,17 +210,38 @@ absl::Status Handshake(const VerbsDevice& device, CmConnection& conn, const std:
   return ExpectEvent(conn.channel, RDMA_CM_EVENT_ESTABLISHED, timeout, what);
 }
 
-bool TokenMatches(absl::string_view token, const rdma_cm_event* event) {
-  if (token.empty()) return true;
-  const auto* data = static_cast<const char*>(event->param.conn.private_data);
-  const size_t len = event->param.conn.private_data_len;
-  // The transport may pad private data with zeros.
-  if (data == nullptr || len < token.size()) return false;
-  if (std::memcmp(data, token.data(), token.size()) != 0) return false;
-  return std::all_of(data + token.size(), data + len, [](char c) { return c == 0; });
+}  // namespace
+
+std::string EncodeConnectData(uint64_t peer_id, absl::string_view token) {
+  std::string out(kConnectDataBytes, '\0');
+  Put<uint32_t>(out.data(), 0, kConnectMagic);
+  Put<uint8_t>(out.data(), 4, kConnectFormat);
+  Put<uint64_t>(out.data(), 8, peer_id);
+  Put<uint64_t>(out.data(), 16, XXH64(token, kDigestSeeds[0]));
+  Put<uint64_t>(out.data(), 24, XXH64(token, kDigestSeeds[1]));
+  return out;
 }
 
-}  // namespace
+absl::StatusOr<uint64_t> CheckConnectData(absl::string_view data, absl::string_view token) {
+  // The transport may pad private data with zeros.
+  if (data.size() < kConnectDataBytes || Get<uint32_t>(data, 0) != kConnectMagic ||
+      Get<uint8_t>(data, 4) != kConnectFormat ||
+      !std::all_of(data.begin() + 5, data.begin() + 8, [](char c) { return c == 0; }) ||
+      !std::all_of(data.begin() + kConnectDataBytes, data.end(), [](char c) { return c == 0; })) {
+    return absl::InvalidArgumentError(
+        "not a connect request of this format (an older rkv build's, or not rkv's)");
+  }
+  if (!token.empty()) {
+    const std::string want = EncodeConnectData(0, token);
+    // Constant time: how far a guess matched must not show.
+    unsigned char diff = 0;
+    for (size_t i = 16; i < kConnectDataBytes; ++i) {
+      diff |= static_cast<unsigned char>(data[i] ^ want[i]);
+    }
+    if (diff != 0) return absl::PermissionDeniedError("wrong connection token");
+  }
+  return Get<uint64_t>(data, 8);
+}
 
 CmConnection::~CmConnection() {
   if (id != nullptr) {
@@ -208,7 +265,8 @@ absl::StatusOr<CmConnected> ConnectCm(const VerbsDevice& device, const sockaddr_
   RKV_RETURN_IF_ERROR(ResolveAddressAndRoute(device, *conn, target, options.connect_timeout, what));
   RKV_ASSIGN_OR_RETURN(const uint32_t max_inline_data,
                        CreateQueuePair(device, *conn, options, shared_channel, what));
-  RKV_RETURN_IF_ERROR(Handshake(device, *conn, endpoint.token, options.connect_timeout, what));
+  RKV_RETURN_IF_ERROR(
+      Handshake(device, *conn, options.peer_id, endpoint.token, options.connect_timeout, what));
   return CmConnected{std::move(conn), max_inline_data};
 }
 
@@ -240,26 +298,41 @@ absl::StatusOr<std::unique_ptr<CmConnection>> ListenCm(const VerbsDevice& device
                      device.name(), "; pass --rdma_device=", DeviceName(conn->id)));
   }
   if (rdma_listen(conn->id, 1024) != 0) return ErrnoToStatus(errno, what);
+  // Drained without blocking once poll says it is ready: an event poll saw
+  // may be gone by the time it is read (its id destroyed by a Fence).
+  SetNonBlocking(conn->channel->fd);
   return conn;
 }
 
-absl::StatusOr<std::unique_ptr<CmConnection>> AcceptCm(const VerbsDevice& device,
-                                                       rdma_cm_event* event,
-                                                       absl::string_view token, ibv_cq* cq) {
+absl::StatusOr<CmAccepted> AcceptCm(const VerbsDevice& device, rdma_cm_event* event,
+                                    absl::string_view token,
+                                    absl::FunctionRef<bool(uint64_t)> fenced, ibv_cq* cq) {
   rdma_cm_id* id = event->id;
   const uint8_t initiator_depth = event->param.conn.initiator_depth;
-  const bool token_ok = TokenMatches(token, event);
+  // The private data goes with the event: read it before the ack.
+  const absl::StatusOr<uint64_t> peer_id = CheckConnectData(
+      absl::string_view(
+          static_cast<const char*>(event->param.conn.private_data),
+          event->param.conn.private_data != nullptr ? event->param.conn.private_data_len : 0),
+      token);
   rdma_ack_cm_event(event);
-  if (!token_ok || id->verbs != device.ctx()) {
-    absl::Status refused;
-    if (token_ok) {
-      refused = absl::FailedPreconditionError(absl::StrCat(
-          "rejected a connection: arrived on device ", DeviceName(id), ", not ", device.name()));
-      rdma_reject(id, nullptr, 0);
-    } else {
-      refused = absl::PermissionDeniedError("rejected a connection: wrong connection token");
-      rdma_reject(id, kTokenRefused, sizeof(kTokenRefused) - 1);
-    }
+  absl::Status refused;
+  const char* reason = nullptr;  // What the rejection carries.
+  if (!peer_id.ok()) {
+    const bool wrong_token = absl::IsPermissionDenied(peer_id.status());
+    refused = absl::Status(peer_id.status().code(),
+                           absl::StrCat("rejected a connection: ", peer_id.status().message()));
+    reason = wrong_token ? kTokenRefused : kFormatRefused;
+  } else if (*peer_id != 0 && fenced(*peer_id)) {
+    refused = absl::FailedPreconditionError(
+        absl::StrCat("rejected a connection from fenced peer ", *peer_id));
+    reason = kPeerFenced;
+  } else if (id->verbs != device.ctx()) {
+    refused = absl::FailedPreconditionError(absl::StrCat(
+        "rejected a connection: arrived on device ", DeviceName(id), ", not ", device.name()));
+  }
+  if (!refused.ok()) {
+    rdma_reject(id, reason, reason != nullptr ? static_cast<uint8_t>(std::strlen(reason)) : 0);
     rdma_destroy_id(id);
     return refused;
   }
@@ -285,7 +358,7 @@ absl::StatusOr<std::unique_ptr<CmConnection>> AcceptCm(const VerbsDevice& device
   if (rdma_accept(id, &param) != 0) {
     return absl::UnavailableError(absl::StrCat("rdma_accept: ", ErrnoText(errno)));
   }
-  return conn;
+  return CmAccepted{std::move(conn), *peer_id};
 }
 
 }  // namespace rkv::fabric

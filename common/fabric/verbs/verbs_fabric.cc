@@ -12,12 +12,15 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <random>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/fabric/verbs/verbs_connect.h"
@@ -426,6 +429,11 @@ class VerbsQueuePair final : public QueuePair {
 // memory (no R_Key or address is checked for zero length: InfiniBand spec
 // C9-88); a probe that fails closes the connection. All accepted queue pairs
 // share one CQ, for the probes' completions.
+//
+// Fence runs on the caller's thread, under the mutex the event thread holds
+// while it touches the connections, so that it finds every connection
+// accepted from the peer and no connect request is answered half way
+// through it.
 class VerbsListener final : public Listener {
  public:
   VerbsListener(std::shared_ptr<VerbsDevice> device, std::unique_ptr<CmConnection> listen,
@@ -440,10 +448,51 @@ class VerbsListener final : public Listener {
   ~VerbsListener() override {
     stopping_.store(true);
     thread_.join();
-    accepted_.clear();  // Disconnects and destroys each accepted QP.
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      accepted_.clear();  // Disconnects and destroys each accepted QP.
+    }
     ibv_destroy_cq(cq_);
   }
   Endpoint endpoint() const override { return {address_, token_}; }
+
+  // Why no request of the peer executes once Fence returns: ibv_modify_qp
+  // to IBV_QPS_ERR returns once the device has moved the QP to the Error
+  // state, and a QP in Error executes no incoming request: the responder
+  // drops the packets (rxe checks the QP's state as each one arrives). A
+  // packet the device was executing at that moment may finish; Close then
+  // destroys the QP, and destruction waits out the device's work on it
+  // (rxe stops the QP's responder task; hardware retires the QP context).
+  // So every request of the peer ran before Fence returned or never runs,
+  // but for the rest of a multi-packet WRITE cut short. The initiator
+  // learns of it as of a lost target: its requests go unanswered until the
+  // transport gives up (kRetryExceeded, about 2 s), or the disconnect
+  // flushes them.
+  absl::Status Fence(uint64_t peer_id) override {
+    if (peer_id == 0) return absl::InvalidArgumentError("Fence: 0 names no peer");
+    std::lock_guard<std::mutex> lock(mu_);
+    fenced_.insert(peer_id);
+    int closed = 0;
+    for (auto it = accepted_.begin(); it != accepted_.end();) {
+      auto next = std::next(it);
+      if (it->second.peer_id == peer_id) {
+        ibv_qp_attr attr{};
+        attr.qp_state = IBV_QPS_ERR;
+        if (const int rc = ibv_modify_qp(it->first->qp, &attr, IBV_QP_STATE); rc != 0) {
+          // Destroying the QP below stops it all the same.
+          RKV_LOG(WARNING) << "verbs fabric " << address_
+                           << ": ibv_modify_qp(IBV_QPS_ERR) while fencing peer " << peer_id << ": "
+                           << ErrnoText(rc);
+        }
+        Close(it);  // Disconnects, destroys the QP and the cm id.
+        ++closed;
+      }
+      it = next;
+    }
+    RKV_LOG(INFO) << "verbs fabric " << address_ << ": fenced peer " << peer_id << " (" << closed
+                  << " queue pair(s) closed)";
+    return absl::OkStatus();
+  }
 
   // The probes in flight at once are bounded by the shared CQ.
   static constexpr int kCqEntries = 4096;
@@ -452,6 +501,7 @@ class VerbsListener final : public Listener {
   struct Accepted {
     std::unique_ptr<CmConnection> conn;
     uint64_t serial = 0;  // A probe's wr_id: cm ids' addresses are reused.
+    uint64_t peer_id = 0;
     bool established = false;
     bool probing = false;
   };
@@ -460,7 +510,14 @@ class VerbsListener final : public Listener {
     absl::Time last_probe = absl::Now();
     while (!stopping_.load()) {
       pollfd pfd{listen_->channel->fd, POLLIN, 0};
-      if (::poll(&pfd, 1, 100) > 0) HandleCmEvent();
+      const bool ready = ::poll(&pfd, 1, 100) > 0;
+      std::lock_guard<std::mutex> lock(mu_);
+      // Every event poll saw: the channel is non-blocking, and a cm id's
+      // events must be acknowledged before it can be destroyed.
+      if (ready) {
+        while (HandleCmEvent()) {
+        }
+      }
       ReapProbes();
       if (absl::Now() - last_probe >= kProbeInterval) {
         SendProbes();
@@ -469,27 +526,29 @@ class VerbsListener final : public Listener {
     }
   }
 
-  void HandleCmEvent() {
+  // Handles one event; false when there was none.
+  bool HandleCmEvent() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     rdma_cm_event* event = nullptr;
-    if (rdma_get_cm_event(listen_->channel, &event) != 0) return;
+    if (rdma_get_cm_event(listen_->channel, &event) != 0) return false;
     if (event->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
       OnConnectRequest(event);  // Acks the event.
-      return;
+      return true;
     }
     const rdma_cm_event_type type = event->event;
     rdma_cm_id* id = event->id;
     rdma_ack_cm_event(event);
     auto it = accepted_.find(id);
-    if (it == accepted_.end()) return;
+    if (it == accepted_.end()) return true;
     if (type == RDMA_CM_EVENT_ESTABLISHED) {
       it->second.established = true;
     } else if (type == RDMA_CM_EVENT_DISCONNECTED || type == RDMA_CM_EVENT_REJECTED ||
                type == RDMA_CM_EVENT_CONNECT_ERROR || type == RDMA_CM_EVENT_UNREACHABLE) {
       Close(it);
     }
+    return true;
   }
 
-  void SendProbes() {
+  void SendProbes() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     // Half the CQ: the rest takes completions of closed connections' probes.
     int room = kCqEntries / 2 - probes_in_flight_;
     for (auto& [id, a] : accepted_) {
@@ -507,7 +566,7 @@ class VerbsListener final : public Listener {
     }
   }
 
-  void ReapProbes() {
+  void ReapProbes() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     ibv_wc wc[32];
     int n;
     while ((n = ibv_poll_cq(cq_, 32, wc)) > 0) {
@@ -526,7 +585,7 @@ class VerbsListener final : public Listener {
     }
   }
 
-  void Close(std::map<rdma_cm_id*, Accepted>::iterator it) {
+  void Close(std::map<rdma_cm_id*, Accepted>::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     // A probe in flight may still complete into the CQ; it will find no
     // connection.
     if (it->second.probing) --probes_in_flight_;
@@ -534,15 +593,21 @@ class VerbsListener final : public Listener {
     accepted_.erase(it);
   }
 
-  void OnConnectRequest(rdma_cm_event* event) {
+  void OnConnectRequest(rdma_cm_event* event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     rdma_cm_id* const id = event->id;
-    absl::StatusOr<std::unique_ptr<CmConnection>> conn = AcceptCm(*device_, event, token_, cq_);
-    if (!conn.ok()) {
-      RKV_LOG(WARNING) << "verbs fabric " << address_ << ": " << conn.status().message();
+    absl::StatusOr<CmAccepted> accepted = AcceptCm(
+        *device_, event, token_,
+        [this](uint64_t peer_id) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+          return fenced_.contains(peer_id);  // mu_ is held: see the caller.
+        },
+        cq_);
+    if (!accepted.ok()) {
+      RKV_LOG(WARNING) << "verbs fabric " << address_ << ": " << accepted.status().message();
       return;
     }
     Accepted& a = accepted_[id];
-    a.conn = *std::move(conn);
+    a.conn = std::move(accepted->conn);
+    a.peer_id = accepted->peer_id;
     a.serial = ++last_serial_;
     serials_[a.serial] = id;
   }
@@ -553,11 +618,13 @@ class VerbsListener final : public Listener {
   const std::string address_;
   const std::string token_;
   std::atomic<bool> stopping_{false};
-  // Touched by the event thread only.
-  std::map<rdma_cm_id*, Accepted> accepted_;
-  std::map<uint64_t, rdma_cm_id*> serials_;
-  uint64_t last_serial_ = 0;
-  int probes_in_flight_ = 0;
+  // The event thread's, and Fence's.
+  std::mutex mu_;
+  std::map<rdma_cm_id*, Accepted> accepted_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, rdma_cm_id*> serials_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<uint64_t> fenced_ ABSL_GUARDED_BY(mu_);  // Peer ids.
+  uint64_t last_serial_ ABSL_GUARDED_BY(mu_) = 0;
+  int probes_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread thread_;
 };
 

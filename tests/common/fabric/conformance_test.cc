@@ -6,9 +6,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -44,6 +46,34 @@ class ConformanceTest : public ::testing::TestWithParam<Backend> {
     EXPECT_TRUE(qp.ok()) << qp.status();
     return qp.ok() ? std::move(qp).value() : nullptr;
   }
+
+  std::unique_ptr<QueuePair> ConnectAs(uint64_t peer_id) {
+    auto qp = env_->ConnectAs(peer_id);
+    EXPECT_TRUE(qp.ok()) << qp.status();
+    return qp.ok() ? std::move(qp).value() : nullptr;
+  }
+
+  // The remote word at `offset`, READ through `qp`; 0xDEAD... if that failed.
+  uint64_t ReadThrough(QueuePair& qp, uint64_t offset) {
+    auto* word = reinterpret_cast<uint64_t*>(local(kScratch));
+    *word = 0;
+    auto got = env_->Run(qp, {env_->Read(0, offset, reinterpret_cast<uint8_t*>(word), 8)}, 1);
+    EXPECT_THAT(Statuses(got), ElementsAre(kSuccess)) << "READ at " << offset;
+    return got.size() == 1 && got[0].status == kSuccess ? *word : 0xDEADDEADDEADDEADu;
+  }
+
+  // An 8-byte inline WRITE of `value`, from a place of its own per id
+  // (mod 64) until it is posted.
+  WorkRequest WriteWord(uint64_t id, uint64_t offset, uint64_t value) {
+    auto* src = reinterpret_cast<uint64_t*>(local(kScratch + 64 + 8 * (id % 64)));
+    *src = value;
+    WorkRequest w = env_->Write(id, offset, reinterpret_cast<uint8_t*>(src), 8);
+    w.flags |= kInline;
+    return w;
+  }
+
+  // A local place the fence tests' helpers use, clear of what tests use.
+  static constexpr size_t kScratch = 6 << 20;
 
   uint8_t* local(size_t offset = 0) { return env_->local_mem->data() + offset; }
 
@@ -872,6 +902,192 @@ TEST_P(ConformanceTest, ConnectWhereNobodyListensIsUnavailable) {
   env_->listener.reset();
   auto qp = env_->initiator->Connect(e);
   EXPECT_TRUE(absl::IsUnavailable(qp.status())) << qp.status();
+}
+
+// What a fenced queue pair's requests complete with: kRetryExceeded or
+// kFlushed, as when the target is lost.
+bool FencedStatus(CompletionStatus s) {
+  return s == CompletionStatus::kRetryExceeded || s == kFlushed;
+}
+
+TEST_P(ConformanceTest, FenceCutsOffEveryQueuePairOfThePeerAndNoOther) {
+  constexpr uint64_t kPeer = 7, kOtherPeer = 8;
+  auto busy = ConnectAs(kPeer);  // Has requests in flight when fenced.
+  auto idle = ConnectAs(kPeer);  // Has none.
+  auto other = ConnectAs(kOtherPeer);
+  auto anonymous = Connect();  // Names no peer.
+  ASSERT_TRUE(busy && idle && other && anonymous);
+  for (QueuePair* qp : {busy.get(), idle.get(), other.get(), anonymous.get()}) {
+    ASSERT_THAT(Statuses(env_->Run(*qp, {env_->Read(1, 0, local(0), 8)}, 1)),
+                ElementsAre(kSuccess));
+  }
+  std::vector<WorkRequest> batch;
+  for (int i = 0; i < 64; ++i) batch.push_back(env_->Read(i, 0, local(0), 65536));
+  ASSERT_TRUE(busy->Post(batch).ok());
+  ASSERT_TRUE(env_->listener->Fence(kPeer).ok());
+
+  // Each request completes once: those that ran before the fence succeed,
+  // the first one after fails, the rest are flushed.
+  auto got = env_->Await(*busy, batch.size());
+  ASSERT_EQ(got.size(), batch.size());
+  auto first_error = std::find_if(got.begin(), got.end(),
+                                  [](const Completion& c) { return c.status != kSuccess; });
+  if (first_error != got.end()) {
+    EXPECT_TRUE(FencedStatus(first_error->status)) << CompletionStatusName(first_error->status);
+    EXPECT_TRUE(std::all_of(first_error + 1, got.end(),
+                            [](const Completion& c) { return c.status == kFlushed; }));
+  }
+  for (QueuePair* qp : {busy.get(), idle.get()}) {
+    auto after = env_->Run(*qp, {env_->Read(99, 0, local(0), 8)}, 1);
+    ASSERT_EQ(after.size(), 1u);
+    EXPECT_TRUE(FencedStatus(after[0].status)) << CompletionStatusName(after[0].status);
+    EXPECT_TRUE(qp->in_error());
+  }
+
+  // The others are served as before: READ, WRITE and CAS.
+  auto* old = reinterpret_cast<uint64_t*>(local(64));
+  for (QueuePair* qp : {other.get(), anonymous.get()}) {
+    const uint64_t word = qp == other.get() ? 4096 : 4104;
+    ASSERT_THAT(Statuses(env_->Run(*qp,
+                                   {WriteWord(1, word, 41), env_->Cas(2, word, old, 41, 42),
+                                    env_->Read(3, word, local(128), 8)},
+                                   3)),
+                ElementsAre(kSuccess, kSuccess, kSuccess));
+    EXPECT_EQ(*old, 41u);
+    EXPECT_EQ(*reinterpret_cast<uint64_t*>(local(128)), 42u);
+    EXPECT_FALSE(qp->in_error());
+  }
+}
+
+TEST_P(ConformanceTest, NothingAFencedPeerPostsAfterTheFenceChangesMemory) {
+  constexpr uint64_t kPeer = 11, kOtherPeer = 12;
+  constexpr uint64_t kWritten = 8192, kSwapped = 8200;
+  auto fenced = ConnectAs(kPeer);
+  auto other = ConnectAs(kOtherPeer);
+  ASSERT_TRUE(fenced && other);
+  // Before the fence the peer could change both words.
+  auto* old = reinterpret_cast<uint64_t*>(local(64));
+  ASSERT_THAT(Statuses(env_->Run(
+                  *fenced, {WriteWord(1, kWritten, 5), env_->Cas(2, kSwapped, old, 0, 5)}, 2)),
+              ElementsAre(kSuccess, kSuccess));
+  ASSERT_TRUE(env_->listener->Fence(kPeer).ok());
+
+  ASSERT_TRUE(fenced
+                  ->Post({WriteWord(3, kWritten, 0xBAD), env_->Cas(4, kSwapped, old, 5, 0xBAD),
+                          env_->Faa(5, kSwapped, old, 1), WriteWord(6, kSwapped, 0xBAD)})
+                  .ok());
+  auto got = env_->Await(*fenced, 4);
+  ASSERT_EQ(got.size(), 4u);
+  for (const Completion& c : got) {
+    EXPECT_TRUE(FencedStatus(c.status)) << c.wr_id << ": " << CompletionStatusName(c.status);
+  }
+  EXPECT_TRUE(fenced->in_error());
+  EXPECT_EQ(ReadThrough(*other, kWritten), 5u);
+  EXPECT_EQ(ReadThrough(*other, kSwapped), 5u);
+}
+
+// The peer keeps writing, as a paused client that resumes would: what it
+// had in flight when the fence came either landed before Fence returned or
+// never does.
+TEST_P(ConformanceTest, RequestsInFlightAtTheFenceNeverLandAfterIt) {
+  constexpr uint64_t kPeer = 13, kOtherPeer = 14;
+  constexpr uint64_t kWord = 12288;
+  auto fenced = ConnectAs(kPeer);
+  auto other = ConnectAs(kOtherPeer);
+  ASSERT_TRUE(fenced && other);
+  if (GetParam() == Backend::kSoftSim) {
+    // One thread drives the simulation: the fence comes between scheduler
+    // steps, with WRITEs of many chunks under way.
+    constexpr uint32_t kBytes = 4096;
+    std::vector<WorkRequest> batch;
+    for (int i = 0; i < 32; ++i) {
+      std::memset(local(kBytes * i), i + 1, kBytes);
+      batch.push_back(env_->Write(i, kWord, local(kBytes * i), kBytes));
+    }
+    ASSERT_TRUE(fenced->Post(batch).ok());
+    Completion c[32];
+    size_t done = 0;
+    for (int i = 0; i < 40; ++i) done += fenced->Poll(absl::MakeSpan(c));  // Some steps run.
+    ASSERT_TRUE(env_->listener->Fence(kPeer).ok());
+    const std::string at_fence(reinterpret_cast<char*>(env_->remote_mem->data() + kWord), kBytes);
+    done += env_->Await(*fenced, batch.size() - done).size();
+    EXPECT_EQ(done, batch.size());
+    env_->sim->RunUntilIdle();
+    EXPECT_EQ(std::string(reinterpret_cast<char*>(env_->remote_mem->data() + kWord), kBytes),
+              at_fence);
+    EXPECT_TRUE(fenced->in_error());
+    return;
+  }
+  // A writer thread keeps 4 rounds of 16 WRITEs of ascending values to one
+  // word in flight until its queue pair fails.
+  absl::Notification writing;
+  std::atomic<uint64_t> successes{0};
+  std::atomic<bool> failed{false};
+  std::thread writer([&] {
+    constexpr int kRoundsInFlight = 4;
+    constexpr int kPerRound = 16;
+    const absl::Time deadline = absl::Now() + absl::Seconds(20);
+    auto* values = reinterpret_cast<uint64_t*>(local(0));
+    for (uint64_t round = 0; absl::Now() < deadline; ++round) {
+      std::vector<WorkRequest> batch;
+      for (int i = 0; i < kPerRound; ++i) {
+        values[i] = round * kPerRound + i + 1;
+        WorkRequest w = env_->Write(i, kWord, reinterpret_cast<uint8_t*>(&values[i]), 8);
+        w.flags = i == kPerRound - 1 ? kSignaled | kInline : kInline;  // Copied at Post.
+        batch.push_back(w);
+      }
+      if (!fenced->Post(batch).ok()) break;
+      if (round + 1 < kRoundsInFlight) continue;
+      Completion c;
+      if (fenced->Wait({&c, 1}, absl::Seconds(10)) == 0) break;
+      if (c.status != kSuccess) {
+        failed = true;
+        break;
+      }
+      if (successes.fetch_add(1) + 1 == 20) writing.Notify();
+    }
+    if (!writing.HasBeenNotified()) writing.Notify();
+  });
+  ASSERT_TRUE(writing.WaitForNotificationWithTimeout(absl::Seconds(20)));
+  EXPECT_GE(successes.load(), 20u) << "the writer stopped early";
+  ASSERT_TRUE(env_->listener->Fence(kPeer).ok());
+  const uint64_t at_fence = ReadThrough(*other, kWord);
+  writer.join();  // It stops at its first error completion.
+  EXPECT_TRUE(failed.load());
+  EXPECT_TRUE(fenced->in_error());
+  EXPECT_EQ(ReadThrough(*other, kWord), at_fence);
+  EXPECT_NE(at_fence, 0u);
+}
+
+TEST_P(ConformanceTest, ConnectNamingAFencedPeerIsRefused) {
+  constexpr uint64_t kPeer = 21;
+  auto before = ConnectAs(kPeer);
+  ASSERT_NE(before, nullptr);
+  ASSERT_TRUE(env_->listener->Fence(kPeer).ok());
+  auto again = env_->ConnectAs(kPeer);
+  EXPECT_TRUE(absl::IsFailedPrecondition(again.status())) << again.status();
+  EXPECT_THAT(std::string(again.status().message()), ::testing::HasSubstr("fenced"));
+  // A new session of the same client, and queue pairs that name no peer,
+  // are served.
+  for (uint64_t peer_id : {kPeer + 1, uint64_t{0}}) {
+    auto fresh = ConnectAs(peer_id);
+    ASSERT_NE(fresh, nullptr);
+    EXPECT_THAT(Statuses(env_->Run(*fresh, {env_->Read(1, 0, local(0), 8)}, 1)),
+                ElementsAre(kSuccess));
+  }
+}
+
+TEST_P(ConformanceTest, FencingAPeerNeverSeenRefusesItLater) {
+  constexpr uint64_t kPeer = 31;
+  ASSERT_TRUE(env_->listener->Fence(kPeer).ok());
+  ASSERT_TRUE(env_->listener->Fence(kPeer).ok());  // Again: still fine.
+  auto qp = env_->ConnectAs(kPeer);
+  EXPECT_TRUE(absl::IsFailedPrecondition(qp.status())) << qp.status();
+  EXPECT_TRUE(absl::IsInvalidArgument(env_->listener->Fence(0)));
+  auto anonymous = Connect();
+  ASSERT_NE(anonymous, nullptr);
+  EXPECT_THAT(Statuses(env_->Run(*anonymous, {env_->Read(1, 0, local(0), 8)}, 1)),
+              ElementsAre(kSuccess));
 }
 
 std::string ParamName(const ::testing::TestParamInfo<Backend>& info) {

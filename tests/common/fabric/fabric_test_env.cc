@@ -69,6 +69,9 @@ absl::StatusOr<std::unique_ptr<FabricTestEnv>> FabricTestEnv::Create(Backend bac
   if (options.initiator_faults.any()) {
     env->initiator = InjectFaults(std::move(env->initiator), options.initiator_faults);
   }
+  if (options.target_faults.any()) {
+    env->target = InjectFaults(std::move(env->target), options.target_faults);
+  }
   env->remote_mem = std::make_unique<AlignedBuffer>(options.remote_bytes);
   env->local_mem = std::make_unique<AlignedBuffer>(options.local_bytes);
   RKV_ASSIGN_OR_RETURN(
@@ -84,6 +87,12 @@ absl::StatusOr<std::unique_ptr<FabricTestEnv>> FabricTestEnv::Create(Backend bac
 
 absl::StatusOr<std::unique_ptr<QueuePair>> FabricTestEnv::Connect(const QueuePairOptions& options) {
   return initiator->Connect(listener->endpoint(), options);
+}
+
+absl::StatusOr<std::unique_ptr<QueuePair>> FabricTestEnv::ConnectAs(uint64_t peer_id,
+                                                                    QueuePairOptions options) {
+  options.peer_id = peer_id;
+  return Connect(options);
 }
 
 std::vector<Completion> FabricTestEnv::Await(QueuePair& qp, size_t expected,

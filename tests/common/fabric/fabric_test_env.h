@@ -45,6 +45,8 @@ struct EnvOptions {
   uint64_t sim_seed = 1;
   SimOptions sim;
   FaultOptions initiator_faults;
+  // The target's fabric too (its listener is the wrapper's).
+  FaultOptions target_faults;
   std::string token = "conformance";
   // soft over TCP: the target's event loops (0: the default).
   uint32_t soft_threads = 0;
@@ -59,6 +61,10 @@ class FabricTestEnv {
                                                                const EnvOptions& options = {});
 
   absl::StatusOr<std::unique_ptr<QueuePair>> Connect(const QueuePairOptions& options = {});
+  // Connects naming `peer_id` to the listener (QueuePairOptions::peer_id),
+  // which `listener->Fence(peer_id)` cuts off.
+  absl::StatusOr<std::unique_ptr<QueuePair>> ConnectAs(uint64_t peer_id,
+                                                       QueuePairOptions options = {});
 
   // Posts `batch` and waits for `expected` completions (10 s at most).
   // Returns what arrived; a test asserts on the count.

@@ -99,6 +99,34 @@ TEST_P(FaultyFabricTest, InlineWritesHeldBackSendTheBytesOfTheirPost) {
             std::string(16, 'a'));
 }
 
+TEST_P(FaultyFabricTest, FenceAndPeerIdsPassThroughWrappedFabrics) {
+  // Both ends wrapped: the target's listener is the wrapper's, and the
+  // initiator's queue pairs name their peer through the wrapper.
+  const FaultOptions delays{
+      .seed = 4, .delay_probability = 0.5, .max_delay = absl::Microseconds(100)};
+  auto env_or = FabricTestEnv::Create(
+      GetParam(), {.sim_seed = 4, .initiator_faults = delays, .target_faults = delays});
+  if (!env_or.ok()) RKV_SKIP_OR_FAIL(env_or.status());
+  std::unique_ptr<FabricTestEnv> env = std::move(env_or).value();
+  auto fenced = env->ConnectAs(41);
+  auto other = env->ConnectAs(42);
+  ASSERT_TRUE(fenced.ok()) << fenced.status();
+  ASSERT_TRUE(other.ok()) << other.status();
+  uint8_t* buf = env->local_mem->data();
+  auto got = env->Run(**fenced, {env->Read(1, 0, buf, 8)}, 1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].status, CompletionStatus::kSuccess);
+
+  ASSERT_TRUE(env->listener->Fence(41).ok());
+  got = env->Run(**fenced, {env->Read(2, 0, buf, 8)}, 1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_NE(got[0].status, CompletionStatus::kSuccess);
+  EXPECT_TRUE(absl::IsFailedPrecondition(env->ConnectAs(41).status()));
+  got = env->Run(**other, {env->Read(3, 0, buf, 8)}, 1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].status, CompletionStatus::kSuccess);
+}
+
 std::string ParamName(const ::testing::TestParamInfo<Backend>& info) {
   return BackendName(info.param);
 }

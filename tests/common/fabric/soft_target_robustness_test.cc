@@ -138,6 +138,32 @@ TEST_F(SoftTargetRobustnessTest, GarbageInsteadOfHelloClosesTheConnection) {
   ExpectGoodPeerServed();
 }
 
+TEST_F(SoftTargetRobustnessTest, OlderVersionHelloIsAnsweredAndClosed) {
+  // Version 2: magic, version, token length, token; no peer id.
+  Fd fd = RawConnect();
+  std::string hello("RKVF", 4);
+  hello += std::string("\x02\x00\x0b\x00", 4);
+  hello += "conformance";
+  ASSERT_TRUE(WriteFull(fd.get(), hello.data(), hello.size()).ok());
+  std::string reply(wire::kHelloReplyBytes, '\0');
+  ASSERT_TRUE(ReadFull(fd.get(), reply.data(), reply.size()).ok());
+  EXPECT_EQ(*wire::DecodeHelloReply(reply), wire::HelloStatus::kBadVersion);
+  ExpectClosed(fd.get());
+  ExpectGoodPeerServed();
+}
+
+TEST_F(SoftTargetRobustnessTest, FencedPeerHelloIsAnsweredAndClosed) {
+  ASSERT_TRUE(env_->listener->Fence(5).ok());
+  Fd fd = RawConnect();
+  const std::string hello = wire::EncodeHello({wire::kVersion, "conformance", 5});
+  ASSERT_TRUE(WriteFull(fd.get(), hello.data(), hello.size()).ok());
+  std::string reply(wire::kHelloReplyBytes, '\0');
+  ASSERT_TRUE(ReadFull(fd.get(), reply.data(), reply.size()).ok());
+  EXPECT_EQ(*wire::DecodeHelloReply(reply), wire::HelloStatus::kFenced);
+  ExpectClosed(fd.get());
+  ExpectGoodPeerServed();
+}
+
 TEST_F(SoftTargetRobustnessTest, WrongTokenIsAnsweredAndClosed) {
   Fd fd = RawConnect();
   const std::string hello = wire::EncodeHello({wire::kVersion, "wrong"});
@@ -351,6 +377,41 @@ TEST_F(OneLoopTest, LargeWriteArrivingInPiecesExecutesWholeAndStallsNobody) {
   ASSERT_TRUE(response.ok()) << response.status();
   EXPECT_EQ(response->status, CompletionStatus::kSuccess);
   EXPECT_EQ(std::memcmp(env_->remote_mem->data(), payload.data(), kBytes), 0);
+}
+
+// A WRITE whose payload is still arriving when its peer is fenced never
+// executes, not even in part: soft TCP executes a WRITE once it is whole.
+TEST_F(OneLoopTest, WriteArrivingWhenItsPeerIsFencedNeverExecutes) {
+  constexpr uint64_t kPeer = 9;
+  constexpr uint32_t kBytes = 1 << 20;
+  Fd fd = RawConnect();
+  const std::string hello = wire::EncodeHello({wire::kVersion, "conformance", kPeer});
+  ASSERT_TRUE(WriteFull(fd.get(), hello.data(), hello.size()).ok());
+  std::string reply(wire::kHelloReplyBytes, '\0');
+  ASSERT_TRUE(ReadFull(fd.get(), reply.data(), reply.size()).ok());
+  ASSERT_EQ(*wire::DecodeHelloReply(reply), wire::HelloStatus::kOk);
+  wire::RequestHeader h;
+  h.request = {Opcode::kWrite, kBytes, env_->remote->remote_base(), env_->remote->rkey(), 0, 0};
+  uint8_t raw[wire::kRequestHeaderBytes];
+  wire::EncodeRequestHeader(h, raw);
+  const std::string payload(kBytes, 'x');
+  ASSERT_TRUE(WriteFull(fd.get(), raw, sizeof(raw)).ok());
+  ASSERT_TRUE(WriteFull(fd.get(), payload.data(), kBytes / 2).ok());
+  // Most likely taken in by now: the good peer, behind it on the same loop,
+  // is served. Whether or not, it must never execute.
+  ExpectGoodPeerServed();
+  ASSERT_TRUE(env_->listener->Fence(kPeer).ok());
+  (void)WriteFull(fd.get(), payload.data() + kBytes / 2, kBytes / 2);  // May find it closed.
+  // Closed (FIN, or a reset for the bytes it never read), not a timeout.
+  char sink[256];
+  ssize_t n;
+  do {
+    n = ::recv(fd.get(), sink, sizeof(sink), 0);
+  } while (n > 0);
+  EXPECT_TRUE(n == 0 || errno == ECONNRESET) << std::strerror(errno);
+  EXPECT_EQ(*env_->ReadWord(0), 0u);
+  EXPECT_EQ(env_->remote_mem->data()[kBytes - 1], 0);
+  ExpectGoodPeerServed();
 }
 
 TEST(SoftTargetOptionsTest, TooManyThreadsIsInvalidArgument) {

@@ -33,15 +33,61 @@ TEST(SoftWireTest, ResponseHeaderRoundTrips) {
   EXPECT_EQ(back->value, 99u);
 }
 
-TEST(SoftWireTest, HelloRoundTripsAndRejectsOversizedTokens) {
-  const std::string hello = EncodeHello({kVersion, "secret"});
+TEST(SoftWireTest, HelloCarriesThePeerIdAndTheToken) {
+  const std::string hello = EncodeHello({kVersion, "secret", 0x1122334455667788});
   Hello h;
-  auto len = DecodeHelloFixed(hello.substr(0, kHelloFixedBytes), &h);
-  ASSERT_TRUE(len.ok());
-  EXPECT_EQ(*len, 6u);
-  EXPECT_EQ(hello.substr(kHelloFixedBytes), "secret");
+  auto rest = DecodeHelloFixed(hello.substr(0, kHelloFixedBytes), &h);
+  ASSERT_TRUE(rest.ok()) << rest.status();
+  EXPECT_EQ(h.version, kVersion);
+  ASSERT_EQ(*rest, kHelloPeerIdBytes + 6);
+  ASSERT_EQ(hello.size(), kHelloFixedBytes + *rest);
+  ASSERT_TRUE(DecodeHelloRest(hello.substr(kHelloFixedBytes), &h).ok());
+  EXPECT_EQ(h.peer_id, 0x1122334455667788u);
+  EXPECT_EQ(h.token, "secret");
+  // No token, no peer: the peer id is still there.
+  const std::string bare = EncodeHello({kVersion, "", 0});
+  ASSERT_EQ(*DecodeHelloFixed(bare.substr(0, kHelloFixedBytes), &h), kHelloPeerIdBytes);
+  ASSERT_TRUE(DecodeHelloRest(bare.substr(kHelloFixedBytes), &h).ok());
+  EXPECT_EQ(h.peer_id, 0u);
+  EXPECT_EQ(h.token, "");
+}
+
+TEST(SoftWireTest, HelloRejectsOversizedTokensAndShortRests) {
+  Hello h;
   std::string big = EncodeHello({kVersion, std::string(kMaxTokenBytes + 1, 't')});
   EXPECT_FALSE(DecodeHelloFixed(big.substr(0, kHelloFixedBytes), &h).ok());
+  std::string most = EncodeHello({kVersion, std::string(kMaxTokenBytes, 't')});
+  EXPECT_TRUE(DecodeHelloFixed(most.substr(0, kHelloFixedBytes), &h).ok());
+  EXPECT_FALSE(DecodeHelloRest("1234567", &h).ok());  // Shorter than a peer id.
+}
+
+// A version 2 Hello (magic, version, token length, token) says in its fixed
+// part how many bytes follow, as every version does, so a target reads it
+// whole and answers kBadVersion (soft_target_robustness_test checks the
+// answer).
+TEST(SoftWireTest, OlderHelloIsReadWholeAndIsNotThisVersion) {
+  std::string v2("RKVF", 4);
+  v2 += std::string("\x02\x00\x06\x00", 4);
+  v2 += "secret";
+  Hello h;
+  auto rest = DecodeHelloFixed(v2.substr(0, kHelloFixedBytes), &h);
+  ASSERT_TRUE(rest.ok()) << rest.status();
+  EXPECT_EQ(h.version, 2);
+  EXPECT_NE(h.version, kVersion);
+  EXPECT_EQ(*rest, 6u);
+  EXPECT_EQ(kHelloFixedBytes + *rest, v2.size());
+}
+
+TEST(SoftWireTest, HelloReplyRoundTripsEveryStatus) {
+  for (HelloStatus status :
+       {HelloStatus::kOk, HelloStatus::kBadVersion, HelloStatus::kBadToken, HelloStatus::kFenced}) {
+    auto back = DecodeHelloReply(EncodeHelloReply(status));
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(*back, status);
+  }
+  std::string unknown = EncodeHelloReply(HelloStatus::kOk);
+  unknown[4] = 4;
+  EXPECT_FALSE(DecodeHelloReply(unknown).ok());
 }
 
 // Random bytes never crash a decoder, and what decodes is well-formed.
