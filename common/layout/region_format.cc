@@ -8,20 +8,10 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/hash.h"
+#include "common/unaligned.h"
 
 namespace rkv::layout {
 namespace {
-
-template <typename T>
-void Put(uint8_t* p, uint64_t at, T v) {
-  std::memcpy(p + at, &v, sizeof(T));
-}
-template <typename T>
-T Get(const char* p, uint64_t at) {
-  T v;
-  std::memcpy(&v, p + at, sizeof(T));
-  return v;
-}
 
 constexpr uint64_t kOffsetMask = (uint64_t{1} << 48) - 1;
 constexpr uint64_t kHashSeed1 = 0x5253564B31ULL;

@@ -4,24 +4,13 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/unaligned.h"
 
 namespace rkv::fabric::wire {
 namespace {
 
 constexpr uint8_t kRequestMagic = 0xA5;
 constexpr uint8_t kResponseMagic = 0x5A;
-
-template <typename T>
-void Put(uint8_t* out, size_t at, T v) {
-  std::memcpy(out + at, &v, sizeof(T));
-}
-
-template <typename T>
-T Get(absl::string_view in, size_t at) {
-  T v;
-  std::memcpy(&v, in.data() + at, sizeof(T));
-  return v;
-}
 
 absl::Status CheckSize(absl::string_view bytes, size_t want, const char* what) {
   if (bytes.size() != want) {

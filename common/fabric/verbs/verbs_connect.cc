@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/hash.h"
 #include "common/status.h"
+#include "common/unaligned.h"
 
 namespace rkv::fabric {
 namespace {
@@ -23,18 +24,6 @@ constexpr char kFormatRefused[] = "rkv: connect format refused";
 constexpr uint32_t kConnectMagic = 0x43564B52;  // "RKVC"
 constexpr uint8_t kConnectFormat = 1;
 constexpr uint64_t kDigestSeeds[2] = {1, 2};
-
-template <typename T>
-void Put(char* out, size_t at, T v) {
-  std::memcpy(out + at, &v, sizeof(T));
-}
-
-template <typename T>
-T Get(absl::string_view in, size_t at) {
-  T v;
-  std::memcpy(&v, in.data() + at, sizeof(T));
-  return v;
-}
 
 // Whether the rejection `event` carries begins with `reason`.
 bool RejectedFor(const rdma_cm_event* event, absl::string_view reason) {
