@@ -7,6 +7,7 @@
 //   kvctl del KEY
 #include <cstdlib>
 #include <iostream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -196,6 +197,7 @@ int Status(rkv::CoordinatorStub& coord, const std::string& token) {
                 << ", \"heap_live\": " << s.stats().heap_live()
                 << ", \"heap_pooled\": " << s.stats().heap_pooled()
                 << ", \"heap_held\": " << HeapHeld(s.stats())
+                << ", \"heap_pool_partial\": " << (s.stats().heap_pool_partial() ? "true" : "false")
                 << ", \"last_heard_ms\": " << s.last_heard_ms() << "}";
     }
     std::cout << "], \"replicas\": " << std::max<uint32_t>(1, map.replicas()) << ", \"groups\": [";
@@ -221,7 +223,14 @@ int Status(rkv::CoordinatorStub& coord, const std::string& token) {
                                map.lease_ms(), map.servers_size());
   // The heap, in MiB: blocks slots name, free (the pool and what the
   // cursor has not handed out), and what clients hold (chunks, blocks in
-  // their grace period, or what crashed ones left behind).
+  // their grace period, or what crashed ones left behind). Clients take
+  // heap from a group's primary alone, so a backup's free and held heap
+  // mean nothing; a pool counted in part makes free a floor ("+") and held
+  // a ceiling ("<").
+  std::set<std::string> backups;
+  for (const auto& g : map.groups()) {
+    for (int m = 1; m < g.members_size(); ++m) backups.insert(g.members(m));
+  }
   std::cout << absl::StrFormat("%-12s %-5s %-6s %-22s %8s %19s %23s %10s\n", "ID", "STATE",
                                "FABRIC", "ADDRESS", "REGION", "SLOTS USED", "HEAP LIVE/FREE/HELD",
                                "LAST SEEN");
@@ -229,13 +238,16 @@ int Status(rkv::CoordinatorStub& coord, const std::string& token) {
     const auto& st = s.stats();
     const uint64_t free_bytes =
         st.heap_pooled() + (st.heap_bytes() - std::min(st.heap_used(), st.heap_bytes()));
+    const std::string heap =
+        backups.contains(s.id())
+            ? absl::StrCat(Mib(st.heap_live()), "/-/- MiB")
+            : absl::StrCat(Mib(st.heap_live()), "/", Mib(free_bytes),
+                           st.heap_pool_partial() ? "+/<" : "/", Mib(HeapHeld(st)), " MiB");
     std::cout << absl::StrFormat(
         "%-12s %-5s %-6s %-22s %8s %19s %23s %8dms\n", s.id(), StateName(s.state()),
         s.region().endpoint().kind(), s.region().endpoint().address(),
         absl::StrCat(s.region().length() >> 20, " MiB"),
-        absl::StrCat(st.slots_used(), "/", st.slots_total()),
-        absl::StrCat(Mib(st.heap_live()), "/", Mib(free_bytes), "/", Mib(HeapHeld(st)), " MiB"),
-        s.last_heard_ms());
+        absl::StrCat(st.slots_used(), "/", st.slots_total()), heap, s.last_heard_ms());
   }
   const uint32_t replicas = std::max<uint32_t>(1, map.replicas());
   if (replicas == 1) return 0;

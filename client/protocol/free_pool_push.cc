@@ -10,7 +10,7 @@ std::optional<FreePoolPush> FreePoolPush::Create(Session& session, uint8_t size_
       ScratchBuffer::Allocate(session.scratch(), layout::FreeNodeBytes(size_class));
   ScratchBuffer result = ScratchBuffer::AllocateFor<uint64_t>(session.scratch());
   if (!node || !result) return std::nullopt;
-  return FreePoolPush(session, size_class, blocks, head, std::move(node), std::move(result));
+  return FreePoolPush(size_class, blocks, head, std::move(node), std::move(result));
 }
 
 void FreePoolPush::Start(OpRounds& rounds) {

@@ -46,16 +46,14 @@ class FreePoolPush {
   absl::Span<const uint64_t> blocks() const { return blocks_; }
 
  private:
-  FreePoolPush(Session& session, uint8_t size_class, absl::Span<const uint64_t> blocks,
-               uint64_t head, ScratchBuffer node, ScratchBuffer result)
-      : s_(&session),
-        size_class_(size_class),
+  FreePoolPush(uint8_t size_class, absl::Span<const uint64_t> blocks, uint64_t head,
+               ScratchBuffer node, ScratchBuffer result)
+      : size_class_(size_class),
         blocks_(blocks),
         head_(head),
         node_(std::move(node)),
         result_(std::move(result)) {}
 
-  Session* s_;
   uint8_t size_class_;
   absl::Span<const uint64_t> blocks_;
   uint64_t head_;

@@ -66,6 +66,7 @@ class ClientImpl final : public client_internal::RegionClient, public client_int
         batcher_(copies_.size()) {}
 
   ~ClientImpl() override {
+    closing_ = true;  // No new push: ReturnFreeBlocks hands back everything.
     // Tails first: a replicated write's commit still in flight holds the
     // replaced block, and a commit that never lands leaves its intent for
     // the next operation on the key to finish. Bounded: a dead server fails
@@ -162,6 +163,7 @@ class ClientImpl final : public client_internal::RegionClient, public client_int
   uint32_t push_waiting_ = 0;
   std::array<uint64_t, 256> pool_heads_{};  // Each class's head word as last seen.
   absl::Time next_stale_check_;
+  bool closing_ = false;
 };
 
 absl::Status ClientImpl::Init() {
@@ -178,8 +180,9 @@ absl::Status ClientImpl::Init() {
   if (layout_.grace_us != 0) options_.grace_period = absl::Microseconds(layout_.grace_us);
   heap_ = std::make_unique<client_internal::HeapAllocator>(layout_, options_.heap_chunk_bytes,
                                                            options_.grace_period);
-  stale_blocks_.reserve(layout::FreeNodeCapacity(255) + 1);  // A push's most.
-
+  // A push allocates nothing: its blocks and requests have their room.
+  stale_blocks_.reserve(layout::FreeNodeCapacity(255) + 1);
+  push_rounds_.Reserve(2);
   return absl::OkStatus();
 }
 
@@ -194,7 +197,7 @@ size_t ClientImpl::FailActive(const absl::Status& status) {
 
 void ClientImpl::ReturnStaleBlocks() {
   const absl::Time now = Now();
-  if (pool_push_ || heap_ == nullptr || now < next_stale_check_) return;
+  if (pool_push_ || closing_ || heap_ == nullptr || now < next_stale_check_) return;
   next_stale_check_ = now + options_.grace_period / 4;
   stale_blocks_.clear();
   const uint8_t size_class = heap_->TakeStale(now, kStaleLinger, &stale_blocks_);

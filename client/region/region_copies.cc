@@ -18,7 +18,8 @@ RegionCopies::RegionCopies(const std::vector<fabric::RemoteRegion>& regions,
 
 absl::Status RegionCopies::Connect(uint32_t max_outstanding) {
   fabric::QueuePairOptions qo;
-  qo.max_send_wr = std::max<uint32_t>(512, max_outstanding * KvOperation::kMaxRoundRequests);
+  // Every operation's round, and the free-pool push's (a WRITE and a CAS).
+  qo.max_send_wr = std::max<uint32_t>(512, max_outstanding * KvOperation::kMaxRoundRequests + 2);
   qo.channel = resources_.channel();
   std::vector<std::unique_ptr<fabric::QueuePair>> qps;
   for (const Copy& c : copies_) {

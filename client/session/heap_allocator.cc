@@ -66,13 +66,20 @@ void HeapAllocator::Free(uint64_t offset, uint8_t size_class, absl::Time unlinke
   free_[size_class].push_back({offset, unlinked_at + grace_});
 }
 
+void HeapAllocator::PushFront(uint8_t size_class, uint64_t offset, absl::Time now) {
+  RingDeque<Freed>& list = free_[size_class];
+  // Reusable now, and no later than the block behind it: a list's times
+  // never fall, which TakeStale and TakeFree rely on.
+  list.push_front({offset, list.empty() ? now : std::min(now, list.front().reusable_at)});
+}
+
 void HeapAllocator::FreeUnpublished(uint64_t offset, uint8_t size_class, absl::Time now) {
-  free_[size_class].push_front({offset, now});
+  PushFront(size_class, offset, now);
 }
 
 void HeapAllocator::AddRecycled(uint8_t size_class, absl::Span<const uint64_t> blocks,
                                 absl::Time now) {
-  for (uint64_t b : blocks) free_[size_class].push_front({b, now});
+  for (uint64_t b : blocks) PushFront(size_class, b, now);
 }
 
 uint8_t HeapAllocator::TakeStale(absl::Time now, absl::Duration linger,
@@ -107,8 +114,7 @@ void HeapAllocator::TakeFree(absl::Time before, std::array<std::vector<uint64_t>
   chunks_.clear();
   for (int c = 0; c < 256; ++c) {
     RingDeque<Freed>& list = free_[c];
-    // Reusable times only grow along a list, after the never-published
-    // blocks pushed at its front.
+    // Reusable times never fall along a list.
     while (!list.empty() && list.front().reusable_at <= before) {
       (*out)[c].push_back(list.front().offset);
       list.pop_front();

@@ -60,10 +60,12 @@ class HeapAllocator {
   // [begin, end), never published, as blocks of the largest classes that
   // fit, on the free lists, reusable from `now`.
   void KeepAsBlocks(uint64_t begin, uint64_t end, absl::Time now);
+  // A block reusable at once, at the front of its list.
+  void PushFront(uint8_t size_class, uint64_t offset, absl::Time now);
 
   // A list holds the blocks never published (and those from the pool) at
-  // its front, reusable since they came, then the freed ones by the time
-  // they become reusable.
+  // its front, then the freed ones, by the time each becomes reusable: the
+  // times never fall along a list.
   struct Freed {
     uint64_t offset = 0;
     absl::Time reusable_at;

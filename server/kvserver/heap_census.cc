@@ -15,24 +15,30 @@ uint64_t Load(const uint8_t* memory, uint64_t offset) {
       .load(std::memory_order_relaxed);
 }
 
-// Bytes in the free pool of `size_class`.
+// Bytes in the free pool of `size_class`, walking at most `*budget` nodes
+// (less what it walked); false in `*whole` if it stopped short.
 uint64_t PooledBytes(const uint8_t* memory, const layout::Layout& layout, uint8_t size_class,
-                     uint64_t max_nodes, std::vector<uint8_t>& buffer) {
+                     uint64_t* budget, bool* whole, std::vector<uint8_t>& buffer) {
   const uint64_t block = layout::ClassBytes(size_class);
   const uint64_t node_bytes = layout::FreeNodeBytes(size_class);
   buffer.resize(node_bytes);
   uint64_t bytes = 0;
   uint64_t node =
       layout::FreePoolHead::Decode(Load(memory, layout::FreePoolHeadOffset(size_class))).node;
-  for (uint64_t n = 0; node != 0 && n < max_nodes; ++n) {
-    if (node < layout.heap_offset || node + node_bytes > layout.heap_offset + layout.heap_bytes) {
+  for (; node != 0; --*budget) {
+    if (*budget == 0 || node < layout.heap_offset ||
+        node + node_bytes > layout.heap_offset + layout.heap_bytes) {
+      *whole = false;
       break;
     }
     fabric::CopyFromShared(buffer.data(), memory + node, node_bytes);
     absl::StatusOr<layout::FreeNode> decoded = layout::DecodeFreeNode(
         absl::string_view(reinterpret_cast<const char*>(buffer.data()), node_bytes), size_class,
         layout);
-    if (!decoded.ok()) break;  // Popped and reused while we read it.
+    if (!decoded.ok()) {  // Popped and reused while we read it.
+      *whole = false;
+      break;
+    }
     bytes += block * (1 + decoded->blocks.size());
     node = decoded->next;
   }
@@ -51,9 +57,13 @@ HeapCensus CountHeap(const uint8_t* memory, const layout::Layout& layout, uint64
     census.live_bytes += layout::ClassBytes(layout::Slot::Decode(word).size_class);
   });
   std::vector<uint8_t> buffer;
+  uint64_t budget = max_nodes;
+  bool whole = true;
   for (int c = 1; c < 256; ++c) {
-    census.pooled_bytes += PooledBytes(memory, layout, static_cast<uint8_t>(c), max_nodes, buffer);
+    census.pooled_bytes +=
+        PooledBytes(memory, layout, static_cast<uint8_t>(c), &budget, &whole, buffer);
   }
+  census.pool_partial = !whole;
   census.cursor = std::min(Load(memory, layout::HeaderOffsets::kHeapCursor), layout.heap_bytes);
   return census;
 }

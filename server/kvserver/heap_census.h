@@ -19,19 +19,18 @@ struct HeapCensus {
   uint64_t cursor = 0;        // Heap handed out by the cursor.
   uint64_t live_bytes = 0;    // Blocks those slots name (their classes' bytes).
   uint64_t pooled_bytes = 0;  // Blocks in the free pool.
-  // Handed out and neither live nor pooled: what clients hold.
-  uint64_t held_bytes() const {
-    const uint64_t accounted = live_bytes + pooled_bytes;
-    return cursor > accounted ? cursor - accounted : 0;
-  }
+  // The walk of the pool stopped short: pooled_bytes is a lower bound.
+  bool pool_partial = false;
 };
 
 // Scans the index and walks the free pool of `memory`, a region of
-// `layout`. The pool walk stops at a node that fails its checks (popped
-// and reused meanwhile) or after `max_nodes` nodes of one class, counting
-// what it saw: a figure for operators, not for allocation.
+// `layout`. The walk stops at a node that fails its checks (popped and
+// reused meanwhile), and after `max_nodes` nodes in all, so that it costs
+// a bounded time however the pool is made up: a figure for operators, not
+// for allocation. What was handed out and is neither live nor pooled is
+// what clients hold.
 HeapCensus CountHeap(const uint8_t* memory, const layout::Layout& layout,
-                     uint64_t max_nodes = uint64_t{1} << 20);
+                     uint64_t max_nodes = uint64_t{1} << 16);
 
 }  // namespace rkv::server
 

@@ -24,6 +24,7 @@ proto::RegionStats ToProto(const RegionStats& s) {
   p.set_heap_used(s.heap_used);
   p.set_heap_live(s.heap_live);
   p.set_heap_pooled(s.heap_pooled);
+  p.set_heap_pool_partial(s.heap_pool_partial);
   return p;
 }
 

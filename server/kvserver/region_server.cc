@@ -77,6 +77,9 @@ absl::Status RegionServer::MapFile(const RegionServerOptions& o) {
 
 absl::StatusOr<std::unique_ptr<RegionServer>> RegionServer::Create(
     fabric::Fabric& fabric, const RegionServerOptions& options) {
+  if (options.grace_period < absl::Microseconds(1)) {
+    return absl::InvalidArgumentError("the grace period must be at least a microsecond");
+  }
   std::unique_ptr<RegionServer> s(new RegionServer(fabric));
   s->token_ = options.token;
   if (!options.region_file.empty()) {
@@ -99,9 +102,6 @@ absl::StatusOr<std::unique_ptr<RegionServer>> RegionServer::Create(
     s->memory_ = static_cast<uint8_t*>(mem);
     s->mapped_bytes_ = options.region_bytes;
     layout::InitRegion(s->memory_, s->layout_);
-  }
-  if (options.grace_period < absl::Microseconds(1)) {
-    return absl::InvalidArgumentError("the grace period must be at least a microsecond");
   }
   layout::SetGracePeriod(s->memory_,
                          static_cast<uint64_t>(absl::ToInt64Microseconds(options.grace_period)));
@@ -137,7 +137,8 @@ RegionStats RegionServer::Stats() const {
           .heap_bytes = layout_.heap_bytes,
           .heap_used = census.cursor,
           .heap_live = census.live_bytes,
-          .heap_pooled = census.pooled_bytes};
+          .heap_pooled = census.pooled_bytes,
+          .heap_pool_partial = census.pool_partial};
 }
 
 absl::Status RegionServer::Fence(uint64_t generation) {

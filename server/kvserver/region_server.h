@@ -51,9 +51,10 @@ struct RegionStats {
   uint64_t slots_total = 0;
   uint64_t slots_used = 0;
   uint64_t heap_bytes = 0;
-  uint64_t heap_used = 0;    // Handed out by the heap cursor.
-  uint64_t heap_live = 0;    // Of it, blocks that slots name.
-  uint64_t heap_pooled = 0;  // Of it, blocks in the free pool.
+  uint64_t heap_used = 0;          // Handed out by the heap cursor.
+  uint64_t heap_live = 0;          // Of it, blocks that slots name.
+  uint64_t heap_pooled = 0;        // Of it, blocks in the free pool.
+  bool heap_pool_partial = false;  // heap_pooled is a lower bound.
 };
 
 class RegionServer {

@@ -31,8 +31,8 @@ coord=$(bash scripts/cluster.sh coordinators)
 flags=(--coordinator="$coord" --token_file="$RKV_CLUSTER_DIR/token" --records=$records
        --value_size=1000)
 
-# stat KEY: server s1's figure from kvctl status --json.
-stat() {
+# server_stat KEY: server s1's figure from kvctl status --json.
+server_stat() {
   "$bin/kvctl" --coordinator="$coord" --token_file="$RKV_CLUSTER_DIR/token" status --json |
     grep -o "\"$1\": [0-9]*" | head -1 | awk '{print $2}'
 }
@@ -41,7 +41,7 @@ stat() {
 wait_stat() {
   local deadline=$((SECONDS + 30)) v
   while :; do
-    v=$(stat "$1")
+    v=$(server_stat "$1")
     [ -n "$v" ] && [ "$v" "$2" "$3" ] && return 0
     [ "$SECONDS" -lt "$deadline" ] || fail "$1 is $v, not $2 $3, after 30 s"
     sleep 0.2
@@ -50,7 +50,7 @@ wait_stat() {
 
 "$bin/kvbench" "${flags[@]}" --phase=load --progress=false >/dev/null
 wait_stat slots_used -eq $records
-live=$(stat heap_live)
+live=$(server_stat heap_live)
 
 for i in $(seq 1 "$kills"); do
   out="$RKV_CLUSTER_DIR/writer$i.out"
@@ -70,16 +70,16 @@ for i in $(seq 1 "$kills"); do
   wait "$pid" 2>/dev/null || true
 done
 wait_stat heap_held -gt 0
-echo "after $kills killed writers: $(($(stat heap_held) >> 20)) MiB held, $(($(stat heap_pooled) >> 20)) MiB pooled, $((live >> 10)) KiB live"
+echo "after $kills killed writers: $(($(server_stat heap_held) >> 20)) MiB held, $(($(server_stat heap_pooled) >> 20)) MiB pooled, $((live >> 10)) KiB live"
 
 bash scripts/cluster.sh kill s1 >/dev/null
 bash scripts/cluster.sh restart-server s1 >/dev/null
 bash scripts/cluster.sh wait s1 up >/dev/null
 grep -q "settled: " "$RKV_CLUSTER_DIR/s1.log" || fail "the restarted server did not sweep its heap"
 wait_stat slots_used -eq $records
-[ "$(stat heap_held)" -eq 0 ] || fail "after the restart $(stat heap_held) bytes are still held"
-[ "$(stat heap_live)" -eq "$live" ] || fail "live heap $(stat heap_live) after the restart, $live before"
-echo "after a restart: 0 held, $(($(stat heap_pooled) >> 20)) MiB pooled"
+[ "$(server_stat heap_held)" -eq 0 ] || fail "after the restart $(server_stat heap_held) bytes are still held"
+[ "$(server_stat heap_live)" -eq "$live" ] || fail "live heap $(server_stat heap_live) after the restart, $live before"
+echo "after a restart: 0 held, $(($(server_stat heap_pooled) >> 20)) MiB pooled"
 
 json="$RKV_CLUSTER_DIR/after.json"
 "$bin/kvbench" "${flags[@]}" --phase=run --workload=a --threads=2 --outstanding=16 \
