@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/fabric/remote_op.h"
 
 namespace rkv::server {
 namespace {
@@ -102,7 +103,8 @@ class PoolBuilder {
     buffer_.resize(layout::FreeNodeBytes(c));
     layout::EncodeFreeNode(n.contents, c, buffer_.data());
     for (uint8_t* copy : copies_) {
-      std::memcpy(copy + n.node, buffer_.data(), buffer_.size());
+      // Word stores: the server's heap census may walk the pool meanwhile.
+      fabric::CopyToShared(copy + n.node, buffer_.data(), buffer_.size());
       Store(copy, head_at, layout::FreePoolHead{.tag = 0, .node = n.node}.Encode());
     }
     n = {};
