@@ -11,9 +11,9 @@
 namespace rkv::server {
 namespace {
 
-// Usage (kvctl status) is counted by scanning the whole index: a few
-// percent of a core for a large region if done at every heartbeat, so it
-// is refreshed at most this often.
+// Usage (kvctl status) is counted by scanning the whole index and walking
+// the free pool: a few percent of a core for a large region if done at
+// every heartbeat, so it is counted this often.
 constexpr absl::Duration kStatsEvery = absl::Seconds(2);
 
 proto::RegionStats ToProto(const RegionStats& s) {
@@ -69,13 +69,32 @@ MemberAgent::MemberAgent(std::string id, std::string kind, RegionServer& region,
       kind_(std::move(kind)),
       region_(region),
       coord_(coord),
-      copy_rate_(copy_rate) {}
+      copy_rate_(copy_rate),
+      stats_(ToProto(region_.Stats())),
+      stats_thread_([this] { CountStats(); }) {}
+
+MemberAgent::~MemberAgent() {
+  {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    stopping_ = true;
+  }
+  stats_cv_.notify_all();
+  stats_thread_.join();
+}
+
+void MemberAgent::CountStats() {
+  std::unique_lock<std::mutex> lock(stats_mu_);
+  while (!stats_cv_.wait_for(lock, absl::ToChronoMilliseconds(kStatsEvery),
+                             [this] { return stopping_; })) {
+    lock.unlock();
+    proto::RegionStats counted = ToProto(region_.Stats());
+    lock.lock();
+    stats_ = std::move(counted);
+  }
+}
 
 proto::RegionStats MemberAgent::FreshStats() {
-  if (absl::Now() - stats_at_ >= kStatsEvery) {
-    stats_ = ToProto(region_.Stats());
-    stats_at_ = absl::Now();
-  }
+  std::lock_guard<std::mutex> lock(stats_mu_);
   return stats_;
 }
 

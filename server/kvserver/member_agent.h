@@ -10,9 +10,12 @@
 #ifndef RKV_SERVER_KVSERVER_MEMBER_AGENT_H_
 #define RKV_SERVER_KVSERVER_MEMBER_AGENT_H_
 
+#include <condition_variable>
 #include <csignal>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -29,6 +32,9 @@ class MemberAgent {
   // which share the fabric with clients (0: none).
   MemberAgent(std::string id, std::string kind, RegionServer& region, CoordinatorStub& coord,
               uint64_t copy_rate = 0);
+  ~MemberAgent();
+  MemberAgent(const MemberAgent&) = delete;
+  MemberAgent& operator=(const MemberAgent&) = delete;
 
   // Runs until *stop is set, then deregisters. An error when the
   // coordinator refuses this server for good (wrong token, bad request).
@@ -42,7 +48,10 @@ class MemberAgent {
   // Drops the push if its thread has ended; otherwise only cancels it,
   // without waiting, and returns false.
   bool ForgetPush();
+  // The region's usage as last counted.
   proto::RegionStats FreshStats();
+  // Counts it every few seconds until the agent goes.
+  void CountStats();
   absl::Duration RpcTimeout() const;
   // How long one coordinator of the list is given to answer.
   absl::Duration PerTry() const;
@@ -72,8 +81,14 @@ class MemberAgent {
   absl::Time FenceBy() const { return renewed_at_ + lease_ * 3 / 4; }
   // The coordinator wants the next heartbeat soon (a reconfiguration).
   bool hurry_ = false;
-  proto::RegionStats stats_;
-  absl::Time stats_at_ = absl::InfinitePast();
+  // Usage is counted on a thread of its own: a scan of the index and the
+  // free pool, which on a large region takes longer than a heartbeat may
+  // wait (it used to delay renewals).
+  std::mutex stats_mu_;
+  std::condition_variable stats_cv_;
+  bool stopping_ = false;     // Guarded by stats_mu_.
+  proto::RegionStats stats_;  // Guarded by stats_mu_.
+  std::thread stats_thread_;
 
   // The push under way, or finished and not yet forgotten (a finished
   // push is reported until the coordinator's order goes). Destroying it
