@@ -17,7 +17,7 @@ namespace {
 // Usage (kvctl status) is counted by scanning the whole index and walking
 // the free pool: a few percent of a core for a large region if done at
 // every heartbeat, so it is counted this often.
-constexpr absl::Duration kStatsEvery = absl::Seconds(2);
+constexpr absl::Duration kStatsEvery = absl::Seconds(5);
 
 proto::RegionStats ToProto(const RegionStats& s) {
   proto::RegionStats p;

@@ -36,8 +36,8 @@ server_stat() {
   "$bin/kvctl" --coordinator="$coord" --token_file="$RKV_CLUSTER_DIR/token" status --json |
     grep -o "\"$1\": [0-9]*" | head -1 | awk '{print $2}'
 }
-# wait_stat KEY OP VALUE: until the figure compares so (stats are refreshed
-# every 2 s), 30 s at most.
+# wait_stat KEY OP VALUE: until the figure compares so (usage is counted
+# every 5 s), 30 s at most.
 wait_stat() {
   local deadline=$((SECONDS + 30)) v
   while :; do
