@@ -24,6 +24,11 @@ void OpRounds::AddWrite(uint64_t off, const void* local, uint32_t len, int r) {
   Add(WorkRequest::Write(0, local, len, s_.lkey(), s_.Remote(r, off), s_.rkey(r)), r);
 }
 
+void OpRounds::AddWriteTo(uint64_t remote_addr, uint32_t rkey, const void* local, uint32_t len,
+                          int r) {
+  Add(WorkRequest::Write(0, local, len, s_.lkey(), remote_addr, rkey), r);
+}
+
 void OpRounds::AddCas(uint64_t off, uint64_t* result, uint64_t expected, uint64_t desired, int r) {
   posted_cas_ = true;
   Add(WorkRequest::Cas(0, result, s_.lkey(), s_.Remote(r, off), s_.rkey(r), expected, desired), r);

@@ -33,6 +33,10 @@ class OpRounds {
   void AddCas(uint64_t region_offset, uint64_t* result, uint64_t expected, uint64_t desired,
               int replica = 0);
   void AddFaa(uint64_t region_offset, uint64_t* result, uint64_t add, int replica = 0);
+  // A WRITE to other memory of the replica's server than the region (its
+  // session table).
+  void AddWriteTo(uint64_t remote_addr, uint32_t rkey, const void* local, uint32_t len,
+                  int replica);
 
   // The requests of the round being built, and the replica each goes to;
   // the client posts and clears them (Clear()).

@@ -9,7 +9,11 @@
 // - ReturnFreeBlocks (free_block_return.h): freed blocks back to the
 //   region's free pool when the session closes; and while it lives, the
 //   blocks its allocator does not reuse (FreePoolPush, in a slot of its
-//   own past the scheduler's).
+//   own past the scheduler's);
+// - SessionLease (session_lease.h): the session's lease on every copy,
+//   renewed in a slot of its own too. A session is its heap: a client the
+//   server fenced connects anew as a new session with a new allocator,
+//   since the server reclaims what the old one held.
 #include "client/region/region_client.h"
 
 #include <algorithm>
@@ -27,6 +31,7 @@
 #include "client/region/op_scheduler.h"
 #include "client/region/region_copies.h"
 #include "client/region/round_batcher.h"
+#include "client/region/session_lease.h"
 #include "client/session/session.h"
 #include "common/logging.h"
 #include "common/status.h"
@@ -80,6 +85,7 @@ class ClientImpl final : public client_internal::RegionClient, public client_int
         RKV_LOG(WARNING) << "freed blocks not handed back to the server (they stay unused): " << s;
       }
     }
+    lease_.Release(*this, copies_);
     // Every operation completes exactly once, even when the client is
     // destroyed under it. The queue pair goes first; the memory its
     // requests land in is the resources', which outlive it.
@@ -144,6 +150,13 @@ class ClientImpl final : public client_internal::RegionClient, public client_int
   // active was failed).
   bool OnPushRound(size_t* finished);
   size_t push_slot() const { return scheduler_.slots(); }
+  // Connects anew: as the same session while the server has not fenced
+  // it, else as a new one, with a new lease and a new allocator.
+  absl::Status Connect();
+  // Renews the lease when due; false when a post failed (and everything
+  // active was failed).
+  bool RenewLease(size_t* finished);
+  size_t lease_slot() const { return scheduler_.slots() + 1; }
 
   // First: destroyed last, after the queue pairs that write its memory.
   const std::shared_ptr<ClientResources> resources_;
@@ -157,6 +170,7 @@ class ClientImpl final : public client_internal::RegionClient, public client_int
   client_internal::OpScheduler scheduler_;
   client_internal::RoundBatcher batcher_;
   Rng rng_{0};
+  Rng id_rng_{0};  // Session ids; apart, so that they leave rng_'s sequence as it was.
   std::optional<client_internal::FreePoolPush> pool_push_;
   std::vector<uint64_t> stale_blocks_;  // The push's; kept for its capacity.
   client_internal::OpRounds push_rounds_{*this};
@@ -164,6 +178,9 @@ class ClientImpl final : public client_internal::RegionClient, public client_int
   std::array<uint64_t, 256> pool_heads_{};  // Each class's head word as last seen.
   absl::Time next_stale_check_;
   bool closing_ = false;
+  client_internal::SessionLease lease_;
+  client_internal::OpRounds lease_rounds_{*this};
+  uint32_t lease_waiting_ = 0;
 };
 
 absl::Status ClientImpl::Init() {
@@ -171,8 +188,11 @@ absl::Status ClientImpl::Init() {
     return absl::InvalidArgumentError(absl::StrCat(
         "a region has 1 to ", client_internal::kMaxReplicas, " replicas, not ", replicas()));
   }
-  rng_ = Rng(options_.seed != 0 ? options_.seed : std::random_device()());
-  RKV_RETURN_IF_ERROR(copies_.Connect(options_.max_outstanding));
+  const uint64_t seed = options_.seed != 0 ? options_.seed : std::random_device()();
+  rng_ = Rng(seed);
+  id_rng_ = Rng(~seed);
+  const uint64_t id = client_internal::SessionLease::NewId(id_rng_);
+  RKV_RETURN_IF_ERROR(copies_.Connect(options_.max_outstanding, id));
   // The region header says where the index and the heap are.
   RKV_ASSIGN_OR_RETURN(layout_, copies_.ReadLayout());
   // The region's grace period is every client's (a server of an older
@@ -180,10 +200,40 @@ absl::Status ClientImpl::Init() {
   if (layout_.grace_us != 0) options_.grace_period = absl::Microseconds(layout_.grace_us);
   heap_ = std::make_unique<client_internal::HeapAllocator>(layout_, options_.heap_chunk_bytes,
                                                            options_.grace_period);
-  // A push allocates nothing: its blocks and requests have their room.
+  RKV_RETURN_IF_ERROR(lease_.Claim(*this, copies_, id, Now()));
+  // A push and a renewal allocate nothing: their blocks and requests have
+  // their room.
   stale_blocks_.reserve(layout::FreeNodeCapacity(255) + 1);
   push_rounds_.Reserve(2);
+  lease_rounds_.Reserve(client_internal::kMaxReplicas);
   return absl::OkStatus();
+}
+
+absl::Status ClientImpl::Connect() {
+  if (lease_.held()) {
+    // The session lives on, with all it holds, unless the server fenced it
+    // (FailedPrecondition) and so reclaims what it held.
+    const absl::Status same = copies_.Connect(options_.max_outstanding, lease_.id());
+    if (!absl::IsFailedPrecondition(same)) return same;
+    heap_ = std::make_unique<client_internal::HeapAllocator>(layout_, options_.heap_chunk_bytes,
+                                                             options_.grace_period);
+    pool_heads_.fill(0);
+  }
+  const uint64_t id = client_internal::SessionLease::NewId(id_rng_);
+  RKV_RETURN_IF_ERROR(copies_.Connect(options_.max_outstanding, id));
+  if (absl::Status s = lease_.Claim(*this, copies_, id, Now()); !s.ok()) {
+    copies_.Disconnect();
+    return s;
+  }
+  return absl::OkStatus();
+}
+
+bool ClientImpl::RenewLease(size_t* finished) {
+  if (lease_waiting_ > 0) return true;
+  lease_rounds_.Clear();
+  if (!lease_.MaybeRenew(Now(), lease_rounds_)) return true;
+  lease_waiting_ = batcher_.Append(lease_slot(), lease_rounds_);
+  return PostBatches(finished);
 }
 
 size_t ClientImpl::FailActive(const absl::Status& status) {
@@ -191,6 +241,8 @@ size_t ClientImpl::FailActive(const absl::Status& status) {
   // A push whose CAS may have landed: its blocks may be in the pool, so
   // they are never used again here (heap lost until the server settles).
   pool_push_.reset();
+  lease_waiting_ = 0;
+  lease_.OnLost();
   copies_.Disconnect();
   return failed;
 }
@@ -263,6 +315,10 @@ bool ClientImpl::TakeCompletions(absl::Span<const fabric::Completion> cs, size_t
       return false;
     }
     const size_t i = client_internal::RoundBatcher::SlotOf(c);
+    if (i == lease_slot()) {
+      if (--lease_waiting_ == 0) lease_.OnRenewed();
+      continue;
+    }
     if (i == push_slot()) {
       if (!OnPushRound(finished)) return false;
       continue;
@@ -289,16 +345,23 @@ bool ClientImpl::TakeCompletions(absl::Span<const fabric::Completion> cs, size_t
 size_t ClientImpl::Poll(absl::Duration timeout) {
   size_t finished = 0;
   if (!copies_.connected()) {
-    if (absl::Status s = copies_.Connect(options_.max_outstanding); !s.ok()) {
+    if (absl::Status s = Connect(); !s.ok()) {
       // Whatever the fabric's reason, for an operation the server is
       // unreachable: never a code such as NotFound that a key could mean.
       return scheduler_.FailQueued(
           absl::UnavailableError(absl::StrCat("connecting to the server: ", s.message())));
     }
   }
-  scheduler_.StartWaiting();
-  ReturnStaleBlocks();
-  if (!PostRounds(&finished) || (scheduler_.active() == 0 && !pool_push_)) return finished;
+  if (!RenewLease(&finished)) return finished;
+  // While the lease is in doubt, nothing new starts: a session the server
+  // fenced would only fail it. The renewal tells which.
+  if (!lease_.InDoubt(Now())) {
+    scheduler_.StartWaiting();
+    ReturnStaleBlocks();
+  }
+  if (!PostRounds(&finished) || (scheduler_.active() == 0 && !pool_push_ && lease_waiting_ == 0)) {
+    return finished;
+  }
   fabric::Completion cs[64];
   size_t got = 0;
   for (int r = 0; r < copies_.size(); ++r) {

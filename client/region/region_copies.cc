@@ -16,10 +16,12 @@ RegionCopies::RegionCopies(const std::vector<fabric::RemoteRegion>& regions,
   for (const fabric::RemoteRegion& r : regions) copies_.push_back({r, nullptr});
 }
 
-absl::Status RegionCopies::Connect(uint32_t max_outstanding) {
+absl::Status RegionCopies::Connect(uint32_t max_outstanding, uint64_t peer_id) {
   fabric::QueuePairOptions qo;
-  // Every operation's round, and the free-pool push's (a WRITE and a CAS).
-  qo.max_send_wr = std::max<uint32_t>(512, max_outstanding * KvOperation::kMaxRoundRequests + 2);
+  qo.peer_id = peer_id;
+  // Every operation's round, the free-pool push's (a WRITE and a CAS) and
+  // the lease renewal's (a WRITE).
+  qo.max_send_wr = std::max<uint32_t>(512, max_outstanding * KvOperation::kMaxRoundRequests + 3);
   qo.channel = resources_.channel();
   std::vector<std::unique_ptr<fabric::QueuePair>> qps;
   for (const Copy& c : copies_) {
@@ -66,7 +68,7 @@ absl::StatusOr<layout::Layout> RegionCopies::ReadLayout() {
 }
 
 absl::StatusOr<layout::Layout> RegionCopies::ReadHeader(int r) {
-  const uint32_t n = layout::HeaderOffsets::kGracePeriod + 8;
+  const uint32_t n = layout::HeaderOffsets::kHeaderFieldsEnd;
   uint8_t* header = resources_.scratch().Allocate(n);
   if (header == nullptr) return absl::ResourceExhaustedError("scratch memory");
   const fabric::RemoteRegion& region = copies_[r].region;
@@ -78,6 +80,7 @@ absl::StatusOr<layout::Layout> RegionCopies::ReadHeader(int r) {
                                 region.length)
           : absl::UnavailableError(absl::StrCat("reading the region header: ", read.message()));
   resources_.scratch().Free(header);
+  if (parsed.ok()) copies_[r].header = *parsed;
   return parsed;
 }
 

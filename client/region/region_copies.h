@@ -39,9 +39,9 @@ class RegionCopies {
 
   bool connected() const { return !copies_.empty() && copies_[0].qp != nullptr; }
   // Connects a queue pair to every copy, each deep enough for
-  // `max_outstanding` operations to post a full round at once; on failure
-  // none is connected.
-  absl::Status Connect(uint32_t max_outstanding);
+  // `max_outstanding` operations to post a full round at once, for the
+  // session `peer_id` (0: none); on failure none is connected.
+  absl::Status Connect(uint32_t max_outstanding, uint64_t peer_id);
   // Closes every queue pair.
   void Disconnect();
   // Only while connected.
@@ -52,6 +52,8 @@ class RegionCopies {
   // Reads every copy's header; they are mirrors, so every one must give
   // the primary's geometry.
   absl::StatusOr<layout::Layout> ReadLayout();
+  // Copy `r`'s header as ReadLayout read it: its own session table.
+  const layout::Layout& header(int r) const { return copies_[r].header; }
   // Posts `wrs` (the last one signaled) to copy `r`'s queue pair and waits
   // for their completion.
   absl::Status RunSync(std::vector<fabric::WorkRequest> wrs, int r = 0);
@@ -60,6 +62,7 @@ class RegionCopies {
   struct Copy {
     fabric::RemoteRegion region;
     std::unique_ptr<fabric::QueuePair> qp;
+    layout::Layout header;
   };
 
   absl::StatusOr<layout::Layout> ReadHeader(int r);

@@ -91,6 +91,17 @@ void SetGeneration(uint8_t* region, uint64_t generation) {
       .store(HeaderChecksum(reinterpret_cast<const char*>(region)), std::memory_order_relaxed);
 }
 
+void SetSessionTable(uint8_t* region, uint64_t address, uint32_t rkey, uint32_t slots,
+                     uint64_t lease_us) {
+  auto store = [region](uint64_t offset, uint64_t value) {
+    std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(region + offset))
+        .store(value, std::memory_order_relaxed);
+  };
+  store(HeaderOffsets::kSessionTable, address);
+  store(HeaderOffsets::kSessionTableKey, uint64_t{rkey} | (uint64_t{slots} << 32));
+  store(HeaderOffsets::kClientLease, lease_us);
+}
+
 void SetGracePeriod(uint8_t* region, uint64_t grace_us) {
   std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(region + HeaderOffsets::kGracePeriod))
       .store(grace_us, std::memory_order_relaxed);
@@ -121,6 +132,13 @@ absl::StatusOr<Layout> ParseHeader(absl::string_view header, uint64_t region_byt
   l.heap_bytes = Get<uint64_t>(p, HeaderOffsets::kHeapBytes);
   if (header.size() >= HeaderOffsets::kGracePeriod + 8) {
     l.grace_us = Get<uint64_t>(p, HeaderOffsets::kGracePeriod);
+  }
+  if (header.size() >= HeaderOffsets::kHeaderFieldsEnd) {
+    l.session_table = Get<uint64_t>(p, HeaderOffsets::kSessionTable);
+    l.session_rkey = Get<uint32_t>(p, HeaderOffsets::kSessionTableKey);
+    l.session_slots = Get<uint32_t>(p, HeaderOffsets::kSessionTableKey + 4);
+    l.lease_us = Get<uint64_t>(p, HeaderOffsets::kClientLease);
+    if (l.session_slots == 0 || l.lease_us == 0) l.session_slots = 0;
   }
   const bool fits = l.region_bytes == region_bytes && l.index_offset >= kHeaderBytes &&
                     l.groups > 0 && l.groups < (uint64_t{1} << 40) &&

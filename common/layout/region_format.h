@@ -56,8 +56,15 @@ struct HeaderOffsets {
   // client that trusted a read for longer than another waits to reuse a
   // block could read a block rewritten under it.
   static constexpr uint64_t kGracePeriod = 72;
-  static constexpr uint64_t kHeapCursor = 128;  // Bytes of heap handed out.
-  static constexpr uint64_t kFreePools = 1024;  // 256 free-pool heads, one per size class.
+  // Where clients hold their leases (see "Client sessions" below), the
+  // server's to set at every start; also outside the checksum. Zero: the
+  // server keeps no leases (an older build), and clients hold none.
+  static constexpr uint64_t kSessionTable = 80;      // Remote address.
+  static constexpr uint64_t kSessionTableKey = 88;   // rkey (4) | slots (4).
+  static constexpr uint64_t kClientLease = 96;       // Microseconds.
+  static constexpr uint64_t kHeaderFieldsEnd = 104;  // What a client reads.
+  static constexpr uint64_t kHeapCursor = 128;       // Bytes of heap handed out.
+  static constexpr uint64_t kFreePools = 1024;       // 256 free-pool heads, one per size class.
 };
 
 // Where everything lives, derived from the region size.
@@ -69,6 +76,11 @@ struct Layout {
   uint64_t heap_offset = 0;
   uint64_t heap_bytes = 0;
   uint64_t grace_us = 0;  // 0: the region does not say.
+  // The session table (0 slots: none) and the client lease.
+  uint64_t session_table = 0;
+  uint32_t session_rkey = 0;
+  uint32_t session_slots = 0;
+  uint64_t lease_us = 0;
 
   uint64_t slots() const { return groups * 3 * kSlotsPerBucket; }
   uint64_t group_offset(uint64_t g) const { return index_offset + g * kGroupBytes; }
@@ -96,9 +108,15 @@ void SetGeneration(uint8_t* region, uint64_t generation);
 // Sets the region's grace period (HeaderOffsets::kGracePeriod).
 void SetGracePeriod(uint8_t* region, uint64_t grace_us);
 
+// Publishes the session table (its remote address, rkey and slots) and the
+// client lease (HeaderOffsets::kSessionTable and on).
+void SetSessionTable(uint8_t* region, uint64_t address, uint32_t rkey, uint32_t slots,
+                     uint64_t lease_us);
+
 // Reads and checks a region header: magic, version, checksum, and that the
 // layout fits `region_bytes`. What a client or a restarting server trusts.
-// The grace period is read when `header` reaches it.
+// The grace period and the session table are read when `header` reaches
+// them.
 absl::StatusOr<Layout> ParseHeader(absl::string_view header, uint64_t region_bytes);
 
 // ---- Slots ---------------------------------------------------------------
@@ -233,6 +251,30 @@ void EncodeFreeNode(uint64_t next, absl::Span<const uint64_t> blocks, uint8_t si
 // a node popped by someone else meanwhile may already hold anything.
 absl::StatusOr<FreeNode> DecodeFreeNode(absl::string_view bytes, uint8_t size_class,
                                         const Layout& layout);
+
+// ---- Client sessions -----------------------------------------------------
+// A client holds heap blocks between taking them and linking them (or
+// handing them back), so the server must know which clients are alive:
+// each holds a lease on every copy it reaches. The session table is
+// registered memory of its own, volatile (a restart starts with none):
+// kSessionTableHeaderBytes, then `slots` entries of
+//   owner (8) | renewal (8)
+// owner is the session's id — the fabric peer id its queue pairs carry,
+// never 0 — claimed by a CAS from 0; renewal is a count the client writes
+// at least every quarter lease. A session whose renewal the server has not
+// seen change for a lease is fenced (Listener::Fence of its id: none of its
+// requests executes afterwards) and its entry emptied; a client whose
+// lease is in doubt takes a new session. A client that closes empties its
+// entry itself.
+inline constexpr uint64_t kSessionTableHeaderBytes = 64;
+inline constexpr uint64_t kSessionEntryBytes = 16;
+inline constexpr uint64_t SessionOwnerOffset(uint32_t slot) {
+  return kSessionTableHeaderBytes + kSessionEntryBytes * slot;
+}
+inline constexpr uint64_t SessionRenewalOffset(uint32_t slot) {
+  return SessionOwnerOffset(slot) + 8;
+}
+inline constexpr uint64_t SessionTableBytes(uint32_t slots) { return SessionOwnerOffset(slots); }
 
 // ---- Hashing --------------------------------------------------------------
 // Where a key may live: two combined buckets and a fingerprint.

@@ -34,6 +34,14 @@ ABSL_FLAG(absl::Duration, grace_period, absl::Milliseconds(200),
           "how long a reader may trust what it read: longer than any stall a client may "
           "suffer mid-read (and than the fabric's retry budget). Every client of the region "
           "uses this one.");
+ABSL_FLAG(absl::Duration, client_lease, absl::Seconds(5),
+          "How long a client session lives without renewing its lease (clients renew every "
+          "quarter lease while they poll). Then the server fences it: none of its requests "
+          "executes here any more, so that what it held can go to others. Longer than any "
+          "pause a live client may suffer; 0 keeps no leases (clients of older builds).");
+ABSL_FLAG(uint32_t, session_slots, 4096,
+          "Client sessions the server can hold leases for at once; a client beyond them is "
+          "refused with an error that names this flag.");
 ABSL_FLAG(uint32_t, soft_threads, 0,
           "Soft fabric: threads of the virtual NIC that execute clients' requests, each an "
           "event loop serving its share of the queue pairs (0: min(hardware threads, 4)).");
@@ -61,7 +69,8 @@ int main(int argc, char** argv) {
       "kvserver: an rkv storage node.\n"
       "Usage: kvserver --id=NAME [--coordinator=HOST:PORT,...] [--fabric=auto|verbs|soft]\n"
       "                [--memory=64MiB] [--region_file=PATH] [--token=T|--token_file=F]\n"
-      "                [--soft_threads=N] [--soft_busy_poll=50us] [--copy_rate=200MiB]");
+      "                [--soft_threads=N] [--soft_busy_poll=50us] [--copy_rate=200MiB]\n"
+      "                [--grace_period=200ms] [--client_lease=5s] [--session_slots=4096]");
   if (absl::Status s = rkv::EnsureFileLimit(256); !s.ok()) {
     std::cerr << "kvserver: " << s.message() << "\n";
     return 1;
@@ -95,6 +104,14 @@ int main(int argc, char** argv) {
   ro.region_file = absl::GetFlag(FLAGS_region_file);
   ro.generation = static_cast<uint64_t>(absl::ToUnixMillis(absl::Now()));
   ro.grace_period = absl::GetFlag(FLAGS_grace_period);
+  ro.client_lease = absl::GetFlag(FLAGS_client_lease);
+  ro.session_slots = absl::GetFlag(FLAGS_session_slots);
+  if (ro.client_lease > absl::ZeroDuration() &&
+      (ro.session_slots == 0 || ro.client_lease < 4 * ro.grace_period)) {
+    std::cerr << "kvserver: --client_lease needs --session_slots > 0 and at least four grace "
+                 "periods\n";
+    return 2;
+  }
   auto region = rkv::server::RegionServer::Create(**fabric, ro);
   if (!region.ok()) return Fail(region.status());
   const rkv::fabric::RemoteRegion addr = (*region)->address();

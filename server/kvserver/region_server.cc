@@ -106,14 +106,58 @@ absl::StatusOr<std::unique_ptr<RegionServer>> RegionServer::Create(
   layout::SetGracePeriod(s->memory_,
                          static_cast<uint64_t>(absl::ToInt64Microseconds(options.grace_period)));
   s->layout_.grace_us = static_cast<uint64_t>(absl::ToInt64Microseconds(options.grace_period));
+  if (options.client_lease > absl::ZeroDuration()) {
+    RKV_ASSIGN_OR_RETURN(
+        s->leases_, SessionLeases::Create(fabric, options.session_slots, options.client_lease));
+    layout::SetSessionTable(s->memory_, s->leases_->remote_base(), s->leases_->rkey(),
+                            s->leases_->slots(),
+                            static_cast<uint64_t>(absl::ToInt64Microseconds(options.client_lease)));
+  } else {  // A region file may name the table of an earlier run.
+    layout::SetSessionTable(s->memory_, 0, 0, 0, 0);
+  }
   RKV_ASSIGN_OR_RETURN(s->region_,
                        fabric.RegisterMemory(s->memory_, s->mapped_bytes_, fabric::kAllAccess));
   RKV_ASSIGN_OR_RETURN(
       s->listener_, fabric.Listen({options.listen_address, options.token, options.soft_threads}));
+  if (s->leases_ != nullptr && options.lease_thread) {
+    s->lease_thread_ = std::thread([r = s.get()] { r->RunLeaseChecks(); });
+  }
   return s;
 }
 
+void RegionServer::RunLeaseChecks() {
+  const absl::Duration period = leases_->lease() / 8;
+  absl::MutexLock lock(&lease_mu_);
+  while (!lease_mu_.AwaitWithTimeout(absl::Condition(&stop_leases_), period)) {
+    CheckLeasesLocked(absl::Now());
+  }
+}
+
+void RegionServer::StopLeaseChecks() {
+  {
+    absl::MutexLock lock(&lease_mu_);
+    stop_leases_ = true;
+  }
+  if (lease_thread_.joinable()) lease_thread_.join();
+}
+
+std::vector<uint64_t> RegionServer::CheckLeases(absl::Time now) {
+  absl::MutexLock lock(&lease_mu_);
+  return CheckLeasesLocked(now);
+}
+
+std::vector<uint64_t> RegionServer::CheckLeasesLocked(absl::Time now) {
+  if (leases_ == nullptr || stop_leases_) return {};
+  std::vector<uint64_t> fenced = leases_->Check(now, *listener_);
+  for (uint64_t id : fenced) {
+    RKV_LOG(INFO) << "fenced client session " << absl::StrCat(absl::Hex(id, absl::kZeroPad16))
+                  << ": no renewal in " << leases_->lease();
+  }
+  return fenced;
+}
+
 RegionServer::~RegionServer() {
+  StopLeaseChecks();
   listener_.reset();  // No peer touches the memory once these are gone.
   region_.reset();
   if (memory_ != nullptr) {
@@ -138,7 +182,9 @@ RegionStats RegionServer::Stats() const {
           .heap_used = census.cursor,
           .heap_live = census.live_bytes,
           .heap_pooled = census.pooled_bytes,
-          .heap_pool_partial = census.pool_partial};
+          .heap_pool_partial = census.pool_partial,
+          .sessions = leases_ != nullptr ? leases_->live() : 0,
+          .sessions_fenced = leases_ != nullptr ? leases_->fenced() : 0};
 }
 
 absl::Status RegionServer::Fence(uint64_t generation) {
@@ -155,6 +201,7 @@ absl::Status RegionServer::Fence(uint64_t generation) {
 }
 
 void RegionServer::StopServing() {
+  StopLeaseChecks();
   listener_.reset();
   region_.reset();
 }

@@ -16,13 +16,16 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/fabric/fabric.h"
 #include "common/layout/region_format.h"
+#include "server/kvserver/session_leases.h"
 
 namespace rkv::server {
 
@@ -45,6 +48,14 @@ struct RegionServerOptions {
   // Longer than any stall a reader may suffer between its bucket read and
   // its block read (and than the fabric's retry budget).
   absl::Duration grace_period = absl::Milliseconds(200);
+  // How long a client session lives past its last renewal before it is
+  // fenced (SessionLeases); zero: no sessions, as with a server of an
+  // older build (clients then hold no lease, and nothing is fenced).
+  absl::Duration client_lease = absl::Seconds(5);
+  uint32_t session_slots = 4096;
+  // Whether a thread of the server checks the leases; false: its owner
+  // calls CheckLeases (the deterministic simulation, on its own clock).
+  bool lease_thread = true;
 };
 
 struct RegionStats {
@@ -55,6 +66,8 @@ struct RegionStats {
   uint64_t heap_live = 0;          // Of it, blocks that slots name.
   uint64_t heap_pooled = 0;        // Of it, blocks in the free pool.
   bool heap_pool_partial = false;  // heap_pooled is a lower bound.
+  uint32_t sessions = 0;           // Client sessions holding a lease.
+  uint64_t sessions_fenced = 0;    // Since the server started.
 };
 
 class RegionServer {
@@ -88,6 +101,10 @@ class RegionServer {
   // Refuses every request from now on (the registration and the listener
   // go): for a server leaving its group, before it says so.
   void StopServing();
+  // Fences the client sessions whose lease lapsed by `now` (SessionLeases::
+  // Check); returns their ids. For the deterministic simulation, which
+  // runs without the lease thread.
+  std::vector<uint64_t> CheckLeases(absl::Time now);
   // The bytes a push sends (all but the header's identity), in chunks:
   // the heap, then the index, then the header's cursor and free pool.
   struct Chunk {
@@ -140,6 +157,9 @@ class RegionServer {
   explicit RegionServer(fabric::Fabric& fabric) : fabric_(&fabric) {}
   absl::Status MapFile(const RegionServerOptions& options);
   uint64_t PushChunkBytes() const;
+  void RunLeaseChecks();
+  void StopLeaseChecks();
+  std::vector<uint64_t> CheckLeasesLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lease_mu_);
 
   // Push, in steps; PushState (region_server.cc) carries one push's
   // connection, staging memory and window of chunks in flight between them.
@@ -167,6 +187,11 @@ class RegionServer {
   bool file_backed_ = false;
   std::unique_ptr<fabric::MemoryRegion> region_;
   std::unique_ptr<fabric::Listener> listener_;
+  std::unique_ptr<SessionLeases> leases_;  // Null: no client sessions.
+  // Checks the leases every eighth of one; stopped before the listener goes.
+  absl::Mutex lease_mu_;
+  bool stop_leases_ ABSL_GUARDED_BY(lease_mu_) = false;
+  std::thread lease_thread_;
 };
 
 }  // namespace rkv::server

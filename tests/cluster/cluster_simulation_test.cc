@@ -156,7 +156,8 @@ bool ClusterSim::Start(Server& sv) {
                    .index_share = 0.25,
                    .listen_address = absl::StrCat(sv.id, ".", sv.incarnation),
                    .generation = generation,
-                   .grace_period = absl::Milliseconds(5)});
+                   .grace_period = absl::Milliseconds(5),
+                   .lease_thread = false});
   EXPECT_TRUE(region.ok()) << region.status();
   if (!region.ok()) return false;
   sv.region = std::move(region).value();

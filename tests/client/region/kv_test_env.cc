@@ -33,6 +33,7 @@ absl::StatusOr<std::unique_ptr<KvTestEnv>> KvTestEnv::Create(
   if (backend == KvBackend::kSoftSim) {
     env->sim = std::make_shared<fabric::SimNetwork>(sim_seed);
     so.listen_address = "server";
+    so.lease_thread = false;  // The simulation runs on one thread, on its own clock.
   } else if (backend == KvBackend::kVerbs) {
     RKV_ASSIGN_OR_RETURN(fabric::testing::VerbsTestSetup setup,
                          fabric::testing::VerbsTestSetupFromEnv());

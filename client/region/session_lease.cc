@@ -1,0 +1,89 @@
+#include "client/region/session_lease.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+
+namespace rkv::client_internal {
+namespace {
+
+// Entries a claim tries, from a random one on, before it calls a table full.
+constexpr uint32_t kClaimProbes = 64;
+
+}  // namespace
+
+uint64_t SessionLease::NewId(Rng& rng) {
+  for (;;) {
+    if (const uint64_t id = rng.Next(); id != 0) return id;
+  }
+}
+
+absl::Status SessionLease::Claim(Session& session, RegionCopies& copies, uint64_t id,
+                                 absl::Time now) {
+  *this = SessionLease();
+  for (int r = 0; r < copies.size(); ++r) {
+    if (copies.header(r).session_slots == 0) return absl::OkStatus();  // An older server.
+  }
+  id_ = id;
+  word_ = ScratchBuffer::AllocateFor<uint64_t>(session.scratch());
+  if (!word_) return absl::ResourceExhaustedError("scratch memory");
+  lease_ = absl::InfiniteDuration();
+  for (int r = 0; r < copies.size(); ++r) {
+    RKV_RETURN_IF_ERROR(ClaimOn(session, copies, r));
+    copies_ = r + 1;
+    lease_ = std::min(lease_, absl::Microseconds(copies.header(r).lease_us));
+  }
+  renewed_ = now;  // The server counts the lease from when it sees the entry.
+  return absl::OkStatus();
+}
+
+absl::Status SessionLease::ClaimOn(Session& session, RegionCopies& copies, int r) {
+  const layout::Layout& h = copies.header(r);
+  uint64_t* found = word_.As<uint64_t>();
+  const uint32_t start = static_cast<uint32_t>(id_ % h.session_slots);
+  for (uint32_t k = 0; k < std::min(kClaimProbes, h.session_slots); ++k) {
+    const uint32_t slot = (start + k) % h.session_slots;
+    const uint64_t owner_addr = h.session_table + layout::SessionOwnerOffset(slot);
+    RKV_RETURN_IF_ERROR(copies.RunSync(
+        {fabric::WorkRequest::Cas(0, found, session.lkey(), owner_addr, h.session_rkey, 0, id_)},
+        r));
+    if (*found == 0) {
+      entry_[r] = {owner_addr, h.session_rkey};
+      return absl::OkStatus();
+    }
+  }
+  return absl::ResourceExhaustedError(
+      absl::StrCat("server ", copies.region(r).endpoint.address, " holds no room for another ",
+                   "client session (", h.session_slots, " entries; kvserver --session_slots)"));
+}
+
+bool SessionLease::MaybeRenew(absl::Time now, OpRounds& rounds) {
+  if (!held() || in_flight_ || now - renewed_ < lease_ / 4) return false;
+  *word_.As<uint64_t>() = ++renewal_;
+  for (int r = 0; r < copies_; ++r) {
+    rounds.AddWriteTo(entry_[r].owner_addr + 8, entry_[r].rkey, word_.data(), 8, r);
+  }
+  posted_ = now;
+  in_flight_ = true;
+  return true;
+}
+
+void SessionLease::OnRenewed() {
+  in_flight_ = false;
+  renewed_ = posted_;
+}
+
+void SessionLease::Release(Session& session, RegionCopies& copies) {
+  if (!held() || !copies.connected()) return;
+  *word_.As<uint64_t>() = 0;
+  for (int r = 0; r < copies_; ++r) {
+    // Best effort: an entry left behind lapses and is fenced.
+    (void)copies.RunSync({fabric::WorkRequest::Write(0, word_.data(), 8, session.lkey(),
+                                                     entry_[r].owner_addr, entry_[r].rkey)},
+                         r);
+  }
+  *this = SessionLease();
+}
+
+}  // namespace rkv::client_internal

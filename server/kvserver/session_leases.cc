@@ -1,0 +1,85 @@
+#include "server/kvserver/session_leases.h"
+
+#include <atomic>
+
+#include "common/layout/region_format.h"
+#include "common/logging.h"
+#include "common/status.h"
+
+namespace rkv::server {
+namespace {
+
+uint64_t Load(uint64_t* word) {
+  return std::atomic_ref<uint64_t>(*word).load(std::memory_order_acquire);
+}
+
+void Store(uint64_t* word, uint64_t value) {
+  std::atomic_ref<uint64_t>(*word).store(value, std::memory_order_release);
+}
+
+}  // namespace
+
+SessionLeases::SessionLeases(uint32_t slots, absl::Duration lease)
+    : slots_(slots),
+      lease_(lease),
+      words_(new uint64_t[layout::SessionTableBytes(slots) / 8]()),
+      seen_(slots) {}
+
+absl::StatusOr<std::unique_ptr<SessionLeases>> SessionLeases::Create(fabric::Fabric& fabric,
+                                                                     uint32_t slots,
+                                                                     absl::Duration lease) {
+  if (slots == 0 || lease <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("a session table needs slots and a lease");
+  }
+  std::unique_ptr<SessionLeases> s(new SessionLeases(slots, lease));
+  RKV_ASSIGN_OR_RETURN(
+      s->mr_,
+      fabric.RegisterMemory(s->words_.get(), layout::SessionTableBytes(slots), fabric::kAllAccess));
+  return s;
+}
+
+std::vector<uint64_t> SessionLeases::Check(absl::Time now, fabric::Listener& listener) {
+  std::vector<uint64_t> fenced;
+  // A check long after the last (the server was paused, or starved): the
+  // renewals of that time were not watched, and may still wait to execute
+  // (the soft fabric runs in this process). Every lease starts anew.
+  const bool unwatched = last_check_ != absl::InfinitePast() && now - last_check_ > lease_ / 4;
+  last_check_ = now;
+  uint32_t live = 0;
+  for (uint32_t i = 0; i < slots_; ++i) {
+    uint64_t* owner_word = &words_[layout::SessionOwnerOffset(i) / 8];
+    uint64_t* renewal_word = &words_[layout::SessionRenewalOffset(i) / 8];
+    const uint64_t owner = Load(owner_word);
+    const uint64_t renewal = Load(renewal_word);
+    Seen& seen = seen_[i];
+    if (owner == 0) {
+      seen = {};
+      continue;
+    }
+    if (owner != seen.owner || renewal != seen.renewal || unwatched) {
+      seen = {owner, renewal, now};
+      ++live;
+      continue;
+    }
+    if (now - seen.since < lease_) {
+      ++live;
+      continue;
+    }
+    // Fenced first: once Fence returns, nothing of the session executes
+    // here any more, so the entry it might still have renewed is ours.
+    if (absl::Status s = listener.Fence(owner); !s.ok()) {
+      RKV_LOG(WARNING) << "fencing client session " << owner << ": " << s;
+      ++live;
+      continue;
+    }
+    Store(renewal_word, 0);
+    Store(owner_word, 0);
+    seen = {};
+    fenced.push_back(owner);
+  }
+  live_.store(live, std::memory_order_relaxed);
+  fenced_.fetch_add(fenced.size(), std::memory_order_relaxed);
+  return fenced;
+}
+
+}  // namespace rkv::server

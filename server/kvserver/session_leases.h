@@ -1,0 +1,71 @@
+// The leases of one region's clients (common/layout/region_format.h,
+// "Client sessions"): the session table, registered with the fabric beside
+// the region, and the check that fences every session whose lease lapsed,
+// so that a client the server gave up on — crashed, cut off, or paused past
+// its lease — can never again write the region.
+#ifndef RKV_SERVER_KVSERVER_SESSION_LEASES_H_
+#define RKV_SERVER_KVSERVER_SESSION_LEASES_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/fabric/fabric.h"
+
+namespace rkv::server {
+
+class SessionLeases {
+ public:
+  static absl::StatusOr<std::unique_ptr<SessionLeases>> Create(fabric::Fabric& fabric,
+                                                               uint32_t slots,
+                                                               absl::Duration lease);
+  SessionLeases(const SessionLeases&) = delete;
+  SessionLeases& operator=(const SessionLeases&) = delete;
+
+  // Where clients find the table (the region header says so).
+  uint64_t remote_base() const { return mr_->remote_base(); }
+  uint32_t rkey() const { return mr_->rkey(); }
+  uint32_t slots() const { return slots_; }
+  absl::Duration lease() const { return lease_; }
+
+  // Looks at every entry. A new owner, or a renewal seen to change, starts
+  // the entry's lease anew at `now`; an owner whose lease has run out is
+  // fenced on `listener` and its entry emptied. Returns the ids fenced.
+  // Called every eighth of a lease: how late a lapse is noticed. A call
+  // more than a quarter lease after the last starts every lease anew: the
+  // renewals of that time were not watched.
+  std::vector<uint64_t> Check(absl::Time now, fabric::Listener& listener);
+
+  // As of the last Check: the sessions holding a lease, and the ones
+  // fenced since the table was made.
+  uint32_t live() const { return live_.load(std::memory_order_relaxed); }
+  uint64_t fenced() const { return fenced_.load(std::memory_order_relaxed); }
+
+  // The table's words, for tests that stage entries. Clients change them
+  // concurrently: access them with std::atomic_ref.
+  uint64_t* WordsForTesting() const { return words_.get(); }
+
+ private:
+  SessionLeases(uint32_t slots, absl::Duration lease);
+
+  struct Seen {
+    uint64_t owner = 0;
+    uint64_t renewal = 0;
+    absl::Time since;  // When the renewal was last seen to change.
+  };
+  const uint32_t slots_;
+  const absl::Duration lease_;
+  std::unique_ptr<uint64_t[]> words_;
+  std::unique_ptr<fabric::MemoryRegion> mr_;
+  std::vector<Seen> seen_;
+  absl::Time last_check_ = absl::InfinitePast();
+  std::atomic<uint32_t> live_{0};
+  std::atomic<uint64_t> fenced_{0};
+};
+
+}  // namespace rkv::server
+
+#endif  // RKV_SERVER_KVSERVER_SESSION_LEASES_H_

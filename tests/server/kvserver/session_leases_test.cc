@@ -1,0 +1,177 @@
+// Client sessions and their leases (server/kvserver/session_leases.h,
+// client/region/session_lease.h): a session whose lease lapsed is fenced,
+// so that a client paused past it can write nothing any more; the client
+// then goes on as a new session. The server's checks and the client's
+// clock are driven by hand here, as a pause would leave them.
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+#include "server/kvserver/region_server.h"
+#include "tests/client/region/kv_test_env.h"
+
+namespace rkv::testing {
+namespace {
+
+constexpr absl::Duration kLease = absl::Seconds(2);
+
+// A clock a test moves by hand.
+struct ManualClock {
+  std::shared_ptr<std::atomic<int64_t>> us = std::make_shared<std::atomic<int64_t>>(0);
+  std::function<absl::Time()> fn() const {
+    return
+        [us = us] { return absl::UnixEpoch() + absl::Hours(1) + absl::Microseconds(us->load()); };
+  }
+  absl::Time now() const { return fn()(); }
+  void Advance(absl::Duration d) { *us += absl::ToInt64Microseconds(d); }
+};
+
+class SessionLeasesTest : public ::testing::TestWithParam<KvBackend> {
+ protected:
+  void SetUp() override {
+    auto env = KvTestEnv::Create(GetParam(), {.region_bytes = 4 << 20,
+                                              .client_lease = kLease,
+                                              .session_slots = 3,
+                                              .lease_thread = false});
+    ASSERT_TRUE(env.ok()) << env.status();
+    env_ = std::move(env).value();
+  }
+
+  // A client on `clock`.
+  std::unique_ptr<client_internal::RegionClient> Open(const ManualClock& clock) {
+    client_internal::OpenOptions o = env_->client_options();
+    o.clock = clock.fn();
+    auto c = env_->NewClient(o);
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? std::move(c).value() : nullptr;
+  }
+
+  std::unique_ptr<KvTestEnv> env_;
+};
+
+TEST_P(SessionLeasesTest, ASessionHoldsAnEntryUntilItCloses) {
+  ManualClock clock;
+  {
+    auto c = Open(clock);
+    ASSERT_NE(c, nullptr);
+    ASSERT_TRUE(c->Put("k", "v").ok());
+    env_->server->CheckLeases(clock.now());
+    EXPECT_EQ(env_->server->Stats().sessions, 1u);
+  }
+  env_->server->CheckLeases(clock.now());
+  const server::RegionStats st = env_->server->Stats();
+  EXPECT_EQ(st.sessions, 0u);
+  EXPECT_EQ(st.sessions_fenced, 0u);  // It left; nobody was fenced.
+}
+
+TEST_P(SessionLeasesTest, RenewalsKeepAPollingClientsLease) {
+  ManualClock clock;
+  auto c = Open(clock);
+  ASSERT_NE(c, nullptr);
+  absl::Time server_time = clock.now();
+  // Ten leases of steady work, the server checking every eighth of one.
+  for (int i = 0; i < 80; ++i) {
+    clock.Advance(kLease / 8);
+    server_time += kLease / 8;
+    ASSERT_TRUE(c->Put("k", std::to_string(i)).ok()) << i;
+    EXPECT_TRUE(env_->server->CheckLeases(server_time).empty()) << i;
+  }
+  EXPECT_EQ(env_->server->Stats().sessions_fenced, 0u);
+  EXPECT_EQ(*c->Get("k"), "79");
+}
+
+TEST_P(SessionLeasesTest, AClientPausedPastItsLeaseIsFencedAndItsLateWritesAreRefused) {
+  ManualClock paused_clock, other_clock;
+  auto paused = Open(paused_clock);
+  auto other = Open(other_clock);
+  ASSERT_NE(paused, nullptr);
+  ASSERT_NE(other, nullptr);
+  ASSERT_TRUE(paused->Put("k", "before").ok());
+  // The paused client renews nothing; the other one keeps working.
+  absl::Time server_time = other_clock.now();
+  EXPECT_TRUE(env_->server->CheckLeases(server_time).empty());
+  for (absl::Duration d; d <= kLease; d += kLease / 8) {
+    other_clock.Advance(kLease / 8);
+    server_time += kLease / 8;
+    ASSERT_TRUE(other->Put("o", "x").ok());
+    env_->server->CheckLeases(server_time);
+  }
+  server::RegionStats st = env_->server->Stats();
+  EXPECT_EQ(st.sessions_fenced, 1u);
+  EXPECT_EQ(st.sessions, 1u);
+  // Resumed, with no sense of the time that passed (its clock stood
+  // still), the client writes: the write is refused, outcome unknown to it
+  // (Unavailable), and the value stays as it was.
+  const absl::Status late = paused->Put("k", "late");
+  EXPECT_TRUE(absl::IsUnavailable(late)) << late;
+  EXPECT_EQ(*other->Get("k"), "before");
+  // Its next operation runs as a new session, with a lease of its own.
+  ASSERT_TRUE(paused->Put("k", "after").ok());
+  EXPECT_EQ(*other->Get("k"), "after");
+  env_->server->CheckLeases(server_time);
+  st = env_->server->Stats();
+  EXPECT_EQ(st.sessions, 2u);
+  EXPECT_EQ(st.sessions_fenced, 1u);
+}
+
+TEST_P(SessionLeasesTest, AnIdleClientRenewsBeforeItPostsAndKeepsItsSession) {
+  ManualClock clock;
+  auto c = Open(clock);
+  ASSERT_NE(c, nullptr);
+  ASSERT_TRUE(c->Put("k", "v").ok());
+  const absl::Time server_time = clock.now();
+  env_->server->CheckLeases(server_time);
+  // Idle for most of a lease: its lease is in doubt, so it renews first,
+  // and the server, which fences only past a whole lease, sees the renewal.
+  clock.Advance(kLease * 3 / 4);
+  ASSERT_TRUE(c->Put("k", "w").ok());
+  env_->server->CheckLeases(server_time + kLease * 7 / 8);
+  env_->server->CheckLeases(server_time + kLease * 3 / 2);
+  const server::RegionStats st = env_->server->Stats();
+  EXPECT_EQ(st.sessions, 1u);
+  EXPECT_EQ(st.sessions_fenced, 0u);
+}
+
+TEST_P(SessionLeasesTest, AServerThatStoppedWatchingFencesNobodyAtOnce) {
+  ManualClock clock;
+  auto c = Open(clock);
+  ASSERT_NE(c, nullptr);
+  absl::Time t = clock.now();
+  env_->server->CheckLeases(t);
+  // The server was paused for two leases (the client too, say): its next
+  // check starts every lease anew instead of fencing.
+  t += 2 * kLease;
+  EXPECT_TRUE(env_->server->CheckLeases(t).empty());
+  // Watched for a whole lease without a renewal, the session goes.
+  for (int i = 0; i < 8; ++i) {
+    t += kLease / 8;
+    env_->server->CheckLeases(t);
+  }
+  EXPECT_EQ(env_->server->Stats().sessions_fenced, 1u);
+}
+
+TEST_P(SessionLeasesTest, AFullTableRefusesANewSessionWithAClearError) {
+  ManualClock clock;
+  auto a = Open(clock);
+  auto b = Open(clock);
+  auto c = Open(clock);
+  ASSERT_NE(c, nullptr);
+  client_internal::OpenOptions o = env_->client_options();
+  auto d = env_->NewClient(o);
+  ASSERT_FALSE(d.ok());
+  EXPECT_TRUE(absl::IsResourceExhausted(d.status())) << d.status();
+  EXPECT_NE(d.status().message().find("--session_slots"), std::string::npos) << d.status();
+  // One closes: there is room again.
+  b.reset();
+  EXPECT_TRUE(env_->NewClient(o).ok());
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, SessionLeasesTest,
+                         ::testing::Values(KvBackend::kSoftTcp, KvBackend::kSoftSim),
+                         [](const auto& info) { return KvBackendName(info.param); });
+
+}  // namespace
+}  // namespace rkv::testing
