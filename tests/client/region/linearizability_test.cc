@@ -1,6 +1,7 @@
 // Concurrent clients, checked for linearizability: on the deterministic
 // fabric over many seeds, and over TCP with real threads. The test hooks
 // that break the protocol must be caught, or the checker proves nothing.
+#include <algorithm>
 #include <cstdlib>
 #include <iostream>
 #include <thread>
@@ -31,8 +32,18 @@ struct Workload {
   // in flight fail), the primary is lost with its memory, a backup takes
   // over, and the clients open again on the copies left.
   bool failover = false;
+  // Client 0 is paused half way through (it neither polls nor sees time
+  // pass) until its lease has lapsed and every copy fenced it, then
+  // resumes: as a process stopped, or in a long collection pause. Its
+  // clock then jumps, or stood still with it (it posts before it learns
+  // of the lapse).
+  bool pause = false;
   lin::OpMix mix;
 };
+
+// The client lease in the simulation's microseconds (kvserver's default is
+// seconds): a few thousand steps of work.
+constexpr absl::Duration kSimLease = absl::Microseconds(2000);
 
 using lin::IssueRandom;
 using lin::OutcomeOf;
@@ -42,9 +53,26 @@ using lin::OutcomeOf;
 std::vector<lin::Operation> RunSimulated(uint64_t seed, const Workload& w,
                                          const client_internal::BrokenProtocol& broken = {},
                                          const fabric::FaultOptions& faults = {}) {
-  auto env = KvTestEnv::Create(KvBackend::kSoftSim, {.region_bytes = 4 << 20, .index_share = 0.25},
+  auto env = KvTestEnv::Create(KvBackend::kSoftSim,
+                               {.region_bytes = 4 << 20,
+                                .index_share = 0.25,
+                                .client_lease = kSimLease,
+                                .session_slots = 16},
                                seed, w.replicas);
   EXPECT_TRUE(env.ok()) << env.status();
+  // Time: the network's steps, and a tick per spin of the loop below, so
+  // that leases run out while the clients left are idle. A client's clock
+  // also ticks as it polls, never behind the servers'.
+  auto world = std::make_shared<int64_t>(0);
+  const auto server_now = [&] {
+    return absl::UnixEpoch() + absl::Microseconds((*env)->sim->steps() + *world);
+  };
+  struct PausableClock {
+    int64_t ticks = 0;
+    int64_t frozen = -1;  // While paused: the time it shows.
+    int64_t behind = 0;   // What a clock that stood still lags.
+  };
+  std::vector<std::shared_ptr<PausableClock>> clocks;
   std::vector<std::unique_ptr<Client>> clients;
   auto open_clients = [&] {
     for (int c = 0; c < w.clients; ++c) {
@@ -56,6 +84,15 @@ std::vector<lin::Operation> RunSimulated(uint64_t seed, const Workload& w,
       auto clock = [net = (*env)->sim, ticks = std::make_shared<int64_t>(0)] {
         return absl::UnixEpoch() + absl::Microseconds(net->steps() + (*ticks)++);
       };
+      auto pc = std::make_shared<PausableClock>();
+      clocks.push_back(pc);
+      if (w.pause) {
+        o.clock = [net = (*env)->sim, world, pc] {
+          const int64_t us =
+              pc->frozen >= 0 ? pc->frozen : net->steps() + *world + pc->ticks++ - pc->behind;
+          return absl::UnixEpoch() + absl::Microseconds(us);
+        };
+      }
       const auto open = [&] {
         if (faults.any()) o.fabric = fabric::InjectFaults((*env)->sim->NewFabric(), f, clock);
         return (*env)->NewClient(o, broken);
@@ -75,7 +112,31 @@ std::vector<lin::Operation> RunSimulated(uint64_t seed, const Workload& w,
   lin::HistoryRecorder rec;
   std::vector<int> issued(w.clients, 0), outstanding(w.clients, 0);
   bool failed_over = !w.failover;
+  std::vector<server::RegionServer*> copies = {(*env)->server.get()};
+  for (auto& b : (*env)->backups) copies.push_back(b.get());
+  std::vector<bool> fenced_by(copies.size(), false);  // Copies that fenced someone.
+  const auto fenced = [&] { return size_t(std::count(fenced_by.begin(), fenced_by.end(), true)); };
+  enum class Pause { kNotYet, kPaused, kDone } pause = w.pause ? Pause::kNotYet : Pause::kDone;
+  const bool clock_stood_still = seed % 2 == 0;
+  absl::Time last_check = absl::InfinitePast();
   for (int spins = 0; spins < 1'000'000; ++spins) {
+    // The servers check every eighth of a lease, as kvserver's thread does.
+    if (w.pause && server_now() - last_check >= kSimLease / 8) {
+      last_check = server_now();
+      for (size_t i = 0; i < copies.size(); ++i) {
+        if (!copies[i]->CheckLeases(last_check).empty()) fenced_by[i] = true;
+      }
+    }
+    *world += 5;
+    if (pause == Pause::kNotYet && issued[0] >= w.ops_per_client / 2) {
+      pause = Pause::kPaused;
+      clocks[0]->frozen = absl::ToUnixMicros(server_now());
+    } else if (pause == Pause::kPaused && fenced() == copies.size()) {
+      pause = Pause::kDone;
+      if (clock_stood_still)
+        clocks[0]->behind = absl::ToUnixMicros(server_now()) - clocks[0]->frozen;
+      clocks[0]->frozen = -1;
+    }
     if (!failed_over && issued[0] >= w.ops_per_client / 2) {
       failed_over = true;
       clients.clear();  // What they had in flight fails, with unknown outcome.
@@ -83,8 +144,9 @@ std::vector<lin::Operation> RunSimulated(uint64_t seed, const Workload& w,
       EXPECT_TRUE((*env)->FailOver().ok());
       open_clients();
     }
-    bool busy = false;
+    bool busy = pause == Pause::kPaused;
     for (int c = 0; c < w.clients; ++c) {
+      if (c == 0 && pause == Pause::kPaused) continue;
       while (outstanding[c] < w.outstanding && issued[c] < w.ops_per_client) {
         IssueRandom(*clients[c], c, issued[c]++, rng, w.mix, rec, outstanding[c]);
       }
@@ -154,17 +216,19 @@ struct Search {
   int total_ops = 120;               // Per seed, over all clients.
   bool replicated = false;           // 2 or 3 copies, by seed.
   bool failover = false;             // Workload::failover.
+  bool pause = false;                // Workload::pause.
   fabric::FaultOptions faults;       // None: every operation must succeed.
 };
 
 void CheckSeeds(const Search& search) {
-  const bool may_fail = search.faults.any() || search.failover;
+  const bool may_fail = search.faults.any() || search.failover || search.pause;
   int ops = 0, failed = 0, inconclusive = 0;
   const std::vector<uint64_t> seeds = Seeds(search.quick_seeds, search.found_bugs);
   for (uint64_t seed : seeds) {
     Workload w;
     w.replicas = search.replicated ? 2 + (seed / 2) % 2 : 1;
     w.failover = search.failover;
+    w.pause = search.pause;
     w.clients = 2 + seed % 3;
     w.mix.keys = 1 + seed % 3;
     w.outstanding = 1 + seed % 2;
@@ -259,6 +323,17 @@ TEST(LinearizabilityTest, ReplicatedRegionsSurviveLosingThePrimaryUnderFaults) {
               .replicated = true,
               .failover = true,
               .faults = SomeFaults()});
+}
+
+// A client paused past its lease (SIGSTOP, a long collection, a stalled
+// VM) is fenced on every copy; resumed, what it had in flight and what it
+// posts before it learns so fail with unknown outcome — none of its
+// requests executes any more — and it goes on as a new session. With 1 to
+// 3 copies, 1,000 seeds.
+TEST(LinearizabilityTest, ClientsPausedPastTheirLeaseAreFencedAndResume) {
+  for (const bool replicated : {false, true}) {
+    CheckSeeds({.quick_seeds = 500, .replicated = replicated, .pause = true});
+  }
 }
 
 TEST(LinearizabilityTest, SameSeedSameHistory) {
