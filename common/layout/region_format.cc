@@ -87,6 +87,8 @@ void SetGeneration(uint8_t* region, uint64_t generation) {
   // word stores, as theirs are word loads.
   std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(region + HeaderOffsets::kGeneration))
       .store(generation, std::memory_order_relaxed);
+  std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(region + HeaderOffsets::kVersion))
+      .store(kFormatVersion, std::memory_order_relaxed);
   std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(region + HeaderOffsets::kChecksum))
       .store(HeaderChecksum(reinterpret_cast<const char*>(region)), std::memory_order_relaxed);
 }
@@ -116,9 +118,10 @@ absl::StatusOr<Layout> ParseHeader(absl::string_view header, uint64_t region_byt
     return absl::DataLossError("not an rkv region (bad magic)");
   }
   const uint32_t version = Get<uint32_t>(p, HeaderOffsets::kVersion);
-  if (version != kFormatVersion) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("region format version ", version, "; this build reads ", kFormatVersion));
+  if (version < kOldestFormatVersion || version > kFormatVersion) {
+    return absl::FailedPreconditionError(absl::StrCat("region format version ", version,
+                                                      "; this build reads ", kOldestFormatVersion,
+                                                      " to ", kFormatVersion));
   }
   if (Get<uint32_t>(p, HeaderOffsets::kChecksum) != HeaderChecksum(p)) {
     return absl::DataLossError("region header checksum mismatch");

@@ -26,7 +26,12 @@
 namespace rkv::layout {
 
 inline constexpr uint64_t kRegionMagic = 0x314E474552564B52ULL;  // "RKVREGN1"
-inline constexpr uint32_t kFormatVersion = 1;
+// 2: clients hold leases (the session table). A server stamps its region
+// 2 at every start, so that clients of builds before sessions, which read
+// only 1, are refused at open rather than left unfenced; this build still
+// reads a region of 1 (its server keeps no leases).
+inline constexpr uint32_t kFormatVersion = 2;
+inline constexpr uint32_t kOldestFormatVersion = 1;
 inline constexpr uint64_t kHeaderBytes = 4096;
 inline constexpr uint64_t kBucketBytes = 64;
 inline constexpr uint64_t kSlotsPerBucket = 7;
@@ -103,7 +108,8 @@ absl::StatusOr<Layout> ComputeLayout(uint64_t region_bytes, double index_share,
 void InitRegion(uint8_t* region, const Layout& layout);
 
 // Sets the generation of an initialised region (a restart registers the
-// region anew) and re-seals the header checksum.
+// region anew), stamps this build's format version and re-seals the header
+// checksum.
 void SetGeneration(uint8_t* region, uint64_t generation);
 // Sets the region's grace period (HeaderOffsets::kGracePeriod).
 void SetGracePeriod(uint8_t* region, uint64_t grace_us);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/hash.h"
 #include "gtest/gtest.h"
 
 namespace rkv::layout {
@@ -163,6 +164,40 @@ TEST(HeaderTest, RoundTripsAndRefusesWhatIsNotARegion) {
   EXPECT_EQ(ParseHeader(header(), region.size())->grace_us, 200000u);
   EXPECT_EQ(ParseHeader(header().substr(0, HeaderOffsets::kChecksum + 4), region.size())->grace_us,
             0u);
+
+  // The session table and the client lease: none until a server says so.
+  EXPECT_EQ(ParseHeader(header(), region.size())->session_slots, 0u);
+  SetSessionTable(region.data(), 0x7f0000001000, 77, 4096, 5000000);
+  back = ParseHeader(header(), region.size());
+  EXPECT_EQ(back->session_table, 0x7f0000001000u);
+  EXPECT_EQ(back->session_rkey, 77u);
+  EXPECT_EQ(back->session_slots, 4096u);
+  EXPECT_EQ(back->lease_us, 5000000u);
+  EXPECT_EQ(
+      ParseHeader(header().substr(0, HeaderOffsets::kSessionTable), region.size())->session_slots,
+      0u);
+
+  // A region of format 1 (before sessions) is still read, and a server
+  // stamps it with this build's format, which builds before sessions refuse.
+  auto stamp_version = [&](uint32_t v) {  // As a build of format v wrote it.
+    std::memcpy(region.data() + HeaderOffsets::kVersion, &v, 4);
+    const uint32_t crc =
+        Crc32c(absl::string_view(reinterpret_cast<char*>(region.data()), HeaderOffsets::kChecksum));
+    std::memcpy(region.data() + HeaderOffsets::kChecksum, &crc, 4);
+  };
+  stamp_version(1);
+  EXPECT_TRUE(ParseHeader(header(), region.size()).ok());
+  SetGeneration(region.data(), 10);
+  uint32_t version = 0;
+  std::memcpy(&version, region.data() + HeaderOffsets::kVersion, 4);
+  EXPECT_EQ(version, kFormatVersion);
+  stamp_version(kFormatVersion + 1);
+  absl::StatusOr<Layout> newer = ParseHeader(header(), region.size());
+  ASSERT_FALSE(newer.ok());
+  EXPECT_NE(newer.status().message().find("this build reads 1 to 2"), std::string::npos)
+      << newer.status();
+  SetGeneration(region.data(), 11);
+  ASSERT_TRUE(ParseHeader(header(), region.size()).ok());
 
   EXPECT_FALSE(ParseHeader(header(), region.size() * 2).ok());  // Another size.
   for (size_t byte : {size_t{0}, size_t{8}, size_t{40}, size_t{64}}) {
