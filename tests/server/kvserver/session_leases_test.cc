@@ -122,17 +122,27 @@ TEST_P(SessionLeasesTest, AnIdleClientRenewsBeforeItPostsAndKeepsItsSession) {
   auto c = Open(clock);
   ASSERT_NE(c, nullptr);
   ASSERT_TRUE(c->Put("k", "v").ok());
-  const absl::Time server_time = clock.now();
-  env_->server->CheckLeases(server_time);
-  // Idle for most of a lease: its lease is in doubt, so it renews first,
-  // and the server, which fences only past a whole lease, sees the renewal.
+  // The server checks every eighth of a lease throughout.
+  const absl::Time start = clock.now();
+  absl::Time server_time = start;
+  const auto check_until = [&](absl::Duration since_start) {
+    for (; server_time <= start + since_start; server_time += kLease / 8) {
+      env_->server->CheckLeases(server_time);
+    }
+  };
+  // Idle for three quarters of a lease: its lease is in doubt, so it
+  // renews before it posts, and the server sees the renewal.
+  check_until(kLease * 3 / 4);
   clock.Advance(kLease * 3 / 4);
   ASSERT_TRUE(c->Put("k", "w").ok());
-  env_->server->CheckLeases(server_time + kLease * 7 / 8);
-  env_->server->CheckLeases(server_time + kLease * 3 / 2);
-  const server::RegionStats st = env_->server->Stats();
+  // Idle again, for less than a lease since that renewal: still its own.
+  check_until(kLease * 3 / 2);
+  server::RegionStats st = env_->server->Stats();
   EXPECT_EQ(st.sessions, 1u);
   EXPECT_EQ(st.sessions_fenced, 0u);
+  // A whole lease without a renewal: fenced.
+  check_until(kLease * 2);
+  EXPECT_EQ(env_->server->Stats().sessions_fenced, 1u);
 }
 
 TEST_P(SessionLeasesTest, AServerThatStoppedWatchingFencesNobodyAtOnce) {
