@@ -198,6 +198,8 @@ int Status(rkv::CoordinatorStub& coord, const std::string& token) {
                 << ", \"heap_pooled\": " << s.stats().heap_pooled()
                 << ", \"heap_held\": " << HeapHeld(s.stats())
                 << ", \"heap_pool_partial\": " << (s.stats().heap_pool_partial() ? "true" : "false")
+                << ", \"client_sessions\": " << s.stats().client_sessions()
+                << ", \"client_sessions_fenced\": " << s.stats().client_sessions_fenced()
                 << ", \"last_heard_ms\": " << s.last_heard_ms() << "}";
     }
     std::cout << "], \"replicas\": " << std::max<uint32_t>(1, map.replicas()) << ", \"groups\": [";
@@ -231,9 +233,11 @@ int Status(rkv::CoordinatorStub& coord, const std::string& token) {
   for (const auto& g : map.groups()) {
     for (int m = 1; m < g.members_size(); ++m) backups.insert(g.members(m));
   }
-  std::cout << absl::StrFormat("%-12s %-5s %-6s %-22s %8s %19s %23s %10s\n", "ID", "STATE",
+  // CLIENTS: sessions holding a lease, and in parentheses those fenced
+  // since the server started (their lease lapsed: crashed or paused).
+  std::cout << absl::StrFormat("%-12s %-5s %-6s %-22s %8s %19s %23s %11s %10s\n", "ID", "STATE",
                                "FABRIC", "ADDRESS", "REGION", "SLOTS USED", "HEAP LIVE/FREE/HELD",
-                               "LAST SEEN");
+                               "CLIENTS", "LAST SEEN");
   for (const auto& s : map.servers()) {
     const auto& st = s.stats();
     const uint64_t free_bytes =
@@ -243,11 +247,15 @@ int Status(rkv::CoordinatorStub& coord, const std::string& token) {
             ? absl::StrCat(Mib(st.heap_live()), "/-/- MiB")
             : absl::StrCat(Mib(st.heap_live()), "/", Mib(free_bytes),
                            st.heap_pool_partial() ? "+/<" : "/", Mib(HeapHeld(st)), " MiB");
+    const std::string clients =
+        st.client_sessions_fenced() == 0
+            ? absl::StrCat(st.client_sessions())
+            : absl::StrCat(st.client_sessions(), " (", st.client_sessions_fenced(), " fenced)");
     std::cout << absl::StrFormat(
-        "%-12s %-5s %-6s %-22s %8s %19s %23s %8dms\n", s.id(), StateName(s.state()),
+        "%-12s %-5s %-6s %-22s %8s %19s %23s %11s %8dms\n", s.id(), StateName(s.state()),
         s.region().endpoint().kind(), s.region().endpoint().address(),
         absl::StrCat(s.region().length() >> 20, " MiB"),
-        absl::StrCat(st.slots_used(), "/", st.slots_total()), heap, s.last_heard_ms());
+        absl::StrCat(st.slots_used(), "/", st.slots_total()), heap, clients, s.last_heard_ms());
   }
   const uint32_t replicas = std::max<uint32_t>(1, map.replicas());
   if (replicas == 1) return 0;

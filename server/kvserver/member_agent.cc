@@ -28,6 +28,8 @@ proto::RegionStats ToProto(const RegionStats& s) {
   p.set_heap_live(s.heap_live);
   p.set_heap_pooled(s.heap_pooled);
   p.set_heap_pool_partial(s.heap_pool_partial);
+  p.set_client_sessions(s.sessions);
+  p.set_client_sessions_fenced(s.sessions_fenced);
   return p;
 }
 

@@ -3,8 +3,9 @@
 # the blocks they had freed); a server restarted from its region file takes
 # all of it back. One server (scripts/cluster.sh, one copy), records
 # loaded, then a writing kvbench killed with SIGKILL several times: kvctl
-# status must show the heap they held, and after a restart none held, the
-# records intact and a YCSB-A run without one error. Everything started
+# status must show the heap they held and their sessions fenced once their
+# leases lapsed, and after a restart none held, the records intact and a
+# YCSB-A run without one error. Everything started
 # here is stopped here.
 #
 #   tests/cluster/client_crash_restart.sh BIN_DIR [KILLS]
@@ -70,7 +71,11 @@ for i in $(seq 1 "$kills"); do
   wait "$pid" 2>/dev/null || true
 done
 wait_stat heap_held -gt 0
-echo "after $kills killed writers: $(($(server_stat heap_held) >> 20)) MiB held, $(($(server_stat heap_pooled) >> 20)) MiB pooled, $((live >> 10)) KiB live"
+# Their sessions' leases lapse, and the server fences them: nothing of
+# theirs could land any more. The loader closed, and fenced nobody.
+wait_stat client_sessions_fenced -ge "$kills"
+wait_stat client_sessions -eq 0
+echo "after $kills killed writers: $(($(server_stat heap_held) >> 20)) MiB held, $(($(server_stat heap_pooled) >> 20)) MiB pooled, $((live >> 10)) KiB live, $(server_stat client_sessions_fenced) sessions fenced"
 
 generation=$(server_stat generation)
 bash scripts/cluster.sh kill s1 >/dev/null
