@@ -125,6 +125,7 @@ class ClusterClient final : public Client, private MapWatcher::Listener {
   client_internal::GroupSessions groups_;
   absl::Duration lease_ = absl::Seconds(3);  // The map's.
   size_t parked_ = 0;                        // Operations waiting for a group to serve again.
+  absl::Time next_idle_poll_;  // When the sessions with nothing in flight are polled next.
   std::deque<std::pair<OpPtr, absl::Status>> ready_;  // Failed, callbacks to run.
   std::deque<OpPtr> retries_;                         // In order of needs_fetch.
   std::deque<OpPtr> unstarted_;                       // Never started; dispatched in the next Poll.
@@ -274,11 +275,15 @@ size_t ClusterClient::Poll(absl::Duration timeout) {
   finished += RunReady();
   // Callbacks may dispatch and so retire sessions; retired ones stay alive
   // (draining) until CloseDrained below.
-  std::vector<Client*> busy;
-  groups_.ForEachSession([&busy](Client& s) {
-    if (s.in_flight() > 0) busy.push_back(&s);
-  });
+  std::vector<Client*> busy, idle;
+  groups_.ForEachSession([&](Client& s) { (s.in_flight() > 0 ? busy : idle).push_back(&s); });
   for (Client* s : busy) finished += s->Poll(absl::ZeroDuration());
+  // The others too, now and then: a session renews its lease as it polls,
+  // and one left unrenewed would be fenced for being idle.
+  if (const absl::Time now = absl::Now(); now >= next_idle_poll_) {
+    next_idle_poll_ = now + absl::Milliseconds(10);
+    for (Client* s : idle) finished += s->Poll(absl::ZeroDuration());
+  }
   if (finished == 0 && timeout > absl::ZeroDuration()) {
     if (busy.empty()) {
       // Only background work (a connect, a map fetch), or a new map for

@@ -11,9 +11,8 @@
 //   blocks its allocator does not reuse (FreePoolPush, in a slot of its
 //   own past the scheduler's);
 // - SessionLease (session_lease.h): the session's lease on every copy,
-//   renewed in a slot of its own too. A session is its heap: a client the
-//   server fenced connects anew as a new session with a new allocator,
-//   since the server reclaims what the old one held.
+//   renewed in a slot of its own too; a client the server fenced
+//   connects anew as a new session.
 #include "client/region/region_client.h"
 
 #include <algorithm>
@@ -77,15 +76,19 @@ class ClientImpl final : public client_internal::RegionClient, public client_int
     // the next operation on the key to finish. Bounded: a dead server fails
     // them.
     for (const absl::Time deadline = absl::Now() + absl::Seconds(5);
-         (scheduler_.tails() > 0 || pool_push_) && copies_.connected() && absl::Now() < deadline;) {
+         (scheduler_.tails() > 0 || pool_push_ || lease_waiting_ > 0) && copies_.connected() &&
+         absl::Now() < deadline;) {
       Poll(absl::Milliseconds(100));
     }
-    if (copies_.connected() && heap_ != nullptr && scheduler_.active() == 0 && !pool_push_) {
+    // The blocking rounds below take the queue pairs' next completions as
+    // theirs: nothing else may be in flight.
+    if (copies_.connected() && heap_ != nullptr && scheduler_.active() == 0 && !pool_push_ &&
+        lease_waiting_ == 0) {
       if (absl::Status s = ReturnFreeBlocks(*this, copies_, real_clock_); !s.ok()) {
         RKV_LOG(WARNING) << "freed blocks not handed back to the server (they stay unused): " << s;
       }
     }
-    lease_.Release(*this, copies_);
+    if (lease_waiting_ == 0) lease_.Release(*this, copies_);
     // Every operation completes exactly once, even when the client is
     // destroyed under it. The queue pair goes first; the memory its
     // requests land in is the resources', which outlive it.
@@ -151,7 +154,7 @@ class ClientImpl final : public client_internal::RegionClient, public client_int
   bool OnPushRound(size_t* finished);
   size_t push_slot() const { return scheduler_.slots(); }
   // Connects anew: as the same session while the server has not fenced
-  // it, else as a new one, with a new lease and a new allocator.
+  // it, else as a new one, with a new lease.
   absl::Status Connect();
   // Renews the lease when due; false when a post failed (and everything
   // active was failed).
@@ -190,7 +193,12 @@ absl::Status ClientImpl::Init() {
   }
   const uint64_t seed = options_.seed != 0 ? options_.seed : std::random_device()();
   rng_ = Rng(seed);
-  id_rng_ = Rng(~seed);
+  // Session ids must differ between clients (a fence names one): 64
+  // random bits, or with a seed (the simulation, which replays) drawn
+  // from it.
+  id_rng_ = options_.seed != 0
+                ? Rng(~seed)
+                : Rng((uint64_t{std::random_device()()} << 32) | std::random_device()());
   const uint64_t id = client_internal::SessionLease::NewId(id_rng_);
   RKV_RETURN_IF_ERROR(copies_.Connect(options_.max_outstanding, id));
   // The region header says where the index and the heap are.
@@ -211,13 +219,11 @@ absl::Status ClientImpl::Init() {
 
 absl::Status ClientImpl::Connect() {
   if (lease_.held()) {
-    // The session lives on, with all it holds, unless the server fenced it
-    // (FailedPrecondition) and so reclaims what it held.
+    // The session lives on unless the server fenced it (FailedPrecondition).
     const absl::Status same = copies_.Connect(options_.max_outstanding, lease_.id());
     if (!absl::IsFailedPrecondition(same)) return same;
-    heap_ = std::make_unique<client_internal::HeapAllocator>(layout_, options_.heap_chunk_bytes,
-                                                             options_.grace_period);
-    pool_heads_.fill(0);
+    // A new session keeps the old one's heap: no server reclaims a fenced
+    // session's heap yet, so nobody else can have been given it.
   }
   const uint64_t id = client_internal::SessionLease::NewId(id_rng_);
   RKV_RETURN_IF_ERROR(copies_.Connect(options_.max_outstanding, id));
@@ -229,7 +235,7 @@ absl::Status ClientImpl::Connect() {
 }
 
 bool ClientImpl::RenewLease(size_t* finished) {
-  if (lease_waiting_ > 0) return true;
+  if (lease_waiting_ > 0 || closing_) return true;
   lease_rounds_.Clear();
   if (!lease_.MaybeRenew(Now(), lease_rounds_)) return true;
   lease_waiting_ = batcher_.Append(lease_slot(), lease_rounds_);

@@ -28,12 +28,17 @@ absl::Status SessionLease::Claim(Session& session, RegionCopies& copies, uint64_
   id_ = id;
   word_ = ScratchBuffer::AllocateFor<uint64_t>(session.scratch());
   if (!word_) return absl::ResourceExhaustedError("scratch memory");
-  lease_ = absl::InfiniteDuration();
+  absl::Duration lease = absl::InfiniteDuration();
   for (int r = 0; r < copies.size(); ++r) {
-    RKV_RETURN_IF_ERROR(ClaimOn(session, copies, r));
+    if (absl::Status s = ClaimOn(session, copies, r); !s.ok()) {
+      Empty(session, copies);
+      *this = SessionLease();
+      return s;
+    }
     copies_ = r + 1;
-    lease_ = std::min(lease_, absl::Microseconds(copies.header(r).lease_us));
+    lease = std::min(lease, absl::Microseconds(copies.header(r).lease_us));
   }
+  lease_ = lease;
   renewed_ = now;  // The server counts the lease from when it sees the entry.
   return absl::OkStatus();
 }
@@ -59,7 +64,8 @@ absl::Status SessionLease::ClaimOn(Session& session, RegionCopies& copies, int r
 }
 
 bool SessionLease::MaybeRenew(absl::Time now, OpRounds& rounds) {
-  if (!held() || in_flight_ || now - renewed_ < lease_ / 4) return false;
+  // A clock that stepped back (before the last renewal) renews at once.
+  if (!held() || in_flight_ || (now >= renewed_ && now - renewed_ < lease_ / 4)) return false;
   *word_.As<uint64_t>() = ++renewal_;
   for (int r = 0; r < copies_; ++r) {
     rounds.AddWriteTo(entry_[r].owner_addr + 8, entry_[r].rkey, word_.data(), 8, r);
@@ -75,7 +81,13 @@ void SessionLease::OnRenewed() {
 }
 
 void SessionLease::Release(Session& session, RegionCopies& copies) {
-  if (!held() || !copies.connected()) return;
+  if (!held()) return;
+  Empty(session, copies);
+  *this = SessionLease();
+}
+
+void SessionLease::Empty(Session& session, RegionCopies& copies) {
+  if (!copies.connected()) return;
   *word_.As<uint64_t>() = 0;
   for (int r = 0; r < copies_; ++r) {
     // Best effort: an entry left behind lapses and is fenced.
@@ -83,7 +95,6 @@ void SessionLease::Release(Session& session, RegionCopies& copies) {
                                                      entry_[r].owner_addr, entry_[r].rkey)},
                          r);
   }
-  *this = SessionLease();
 }
 
 }  // namespace rkv::client_internal

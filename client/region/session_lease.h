@@ -49,7 +49,9 @@ class SessionLease {
   // No renewal posted in the last half lease has landed: the server may
   // have fenced the session (a process paused, or an idle one that did not
   // poll). Nothing but a renewal should be posted until one lands.
-  bool InDoubt(absl::Time now) const { return held() && now - renewed_ >= lease_ / 2; }
+  bool InDoubt(absl::Time now) const {
+    return held() && (now < renewed_ || now - renewed_ >= lease_ / 2);
+  }
 
   // Empties the entries (round trips of its own): the session closes.
   void Release(Session& session, RegionCopies& copies);
@@ -61,6 +63,8 @@ class SessionLease {
     uint32_t rkey = 0;
   };
   absl::Status ClaimOn(Session& session, RegionCopies& copies, int r);
+  // Empties the entries claimed so far.
+  void Empty(Session& session, RegionCopies& copies);
 
   uint64_t id_ = 0;
   absl::Duration lease_;                     // The shortest of the copies'; zero: none held.

@@ -13,10 +13,6 @@ uint64_t Load(uint64_t* word) {
   return std::atomic_ref<uint64_t>(*word).load(std::memory_order_acquire);
 }
 
-void Store(uint64_t* word, uint64_t value) {
-  std::atomic_ref<uint64_t>(*word).store(value, std::memory_order_release);
-}
-
 }  // namespace
 
 SessionLeases::SessionLeases(uint32_t slots, absl::Duration lease)
@@ -72,8 +68,10 @@ std::vector<uint64_t> SessionLeases::Check(absl::Time now, fabric::Listener& lis
       ++live;
       continue;
     }
-    Store(renewal_word, 0);
-    Store(owner_word, 0);
+    // Emptied only if still the fenced session's: it may have closed and
+    // the entry gone to a new session meanwhile.
+    uint64_t expected = owner;
+    std::atomic_ref<uint64_t>(*owner_word).compare_exchange_strong(expected, 0);
     seen = {};
     fenced.push_back(owner);
   }

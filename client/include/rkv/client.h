@@ -59,7 +59,9 @@ struct ClientOptions {
   uint64_t heap_chunk_bytes = 256 << 10;
   // Registered local memory for requests' buffers; at least 2 MiB + 4 KiB.
   uint64_t scratch_bytes = 8 << 20;
-  // Seeds the choice among free slots (0: a random seed).
+  // Seeds the choice among free slots, and the client's session id with
+  // each server (0: a random seed). Clients given the same seed share a
+  // session id, and so a fence: give each its own.
   uint64_t seed = 0;
 };
 

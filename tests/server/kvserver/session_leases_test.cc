@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "server/kvserver/region_server.h"
@@ -143,6 +144,34 @@ TEST_P(SessionLeasesTest, AnIdleClientRenewsBeforeItPostsAndKeepsItsSession) {
   // A whole lease without a renewal: fenced.
   check_until(kLease * 2);
   EXPECT_EQ(env_->server->Stats().sessions_fenced, 1u);
+}
+
+// The blocking round trips of a close (handing blocks back, emptying the
+// entry) must not take a renewal's completion for theirs.
+TEST_P(SessionLeasesTest, AClientClosingWithARenewalInFlightHandsBackAllItHeld) {
+  ManualClock clock;
+  // Twice: the second close pushes onto a pool the first filled, so that a
+  // push that took another round's completion for its CAS's would believe
+  // a CAS that failed (the pool's head is no longer empty) and lose blocks.
+  for (int round = 0; round < 2; ++round) {
+    auto c = Open(clock);
+    ASSERT_NE(c, nullptr);
+    for (int i = 0; i < 50; ++i) ASSERT_TRUE(c->Put(absl::StrCat("k", round, i), "a").ok());
+    for (int i = 0; i < 50; ++i) ASSERT_TRUE(c->Put(absl::StrCat("k", round, i), "b").ok());
+    clock.Advance(kLease / 4);  // A renewal is due: the next poll posts it.
+    c->Poll(absl::ZeroDuration());
+  }
+  env_->server->CheckLeases(clock.now());
+  const server::RegionStats st = env_->server->Stats();
+  EXPECT_EQ(st.sessions, 0u);
+  EXPECT_EQ(st.heap_used - st.heap_live - st.heap_pooled, 0u) << "heap held after a close";
+  EXPECT_FALSE(st.heap_pool_partial);
+  // The pool serves: another client reuses what the first handed back.
+  auto d = Open(clock);
+  ASSERT_NE(d, nullptr);
+  for (int i = 0; i < 50; ++i) ASSERT_TRUE(d->Put(absl::StrCat("k0", i), "c").ok());
+  EXPECT_EQ(*d->Get("k07"), "c");
+  EXPECT_EQ(*d->Get("k17"), "b");
 }
 
 TEST_P(SessionLeasesTest, AServerThatStoppedWatchingFencesNobodyAtOnce) {
