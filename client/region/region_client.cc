@@ -351,6 +351,9 @@ bool ClientImpl::TakeCompletions(absl::Span<const fabric::Completion> cs, size_t
 size_t ClientImpl::Poll(absl::Duration timeout) {
   size_t finished = 0;
   if (!copies_.connected()) {
+    // Nothing to do, nothing to renew: no connect (which may block for its
+    // timeout) for a session polled while idle.
+    if (scheduler_.in_flight() == 0) return 0;
     if (absl::Status s = Connect(); !s.ok()) {
       // Whatever the fabric's reason, for an operation the server is
       // unreachable: never a code such as NotFound that a key could mean.
