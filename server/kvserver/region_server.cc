@@ -126,23 +126,24 @@ absl::StatusOr<std::unique_ptr<RegionServer>> RegionServer::Create(
 }
 
 void RegionServer::RunLeaseChecks() {
-  const absl::Duration period = leases_->lease() / 8;
-  absl::MutexLock lock(&lease_mu_);
-  while (!lease_mu_.AwaitWithTimeout(absl::Condition(&stop_leases_), period)) {
+  const auto period = absl::ToChronoMicroseconds(leases_->lease() / 8);
+  std::unique_lock<std::mutex> lock(lease_mu_);
+  while (!lease_cv_.wait_for(lock, period, [this] { return stop_leases_; })) {
     CheckLeasesLocked(absl::Now());
   }
 }
 
 void RegionServer::StopLeaseChecks() {
   {
-    absl::MutexLock lock(&lease_mu_);
+    std::lock_guard<std::mutex> lock(lease_mu_);
     stop_leases_ = true;
   }
+  lease_cv_.notify_all();
   if (lease_thread_.joinable()) lease_thread_.join();
 }
 
 std::vector<uint64_t> RegionServer::CheckLeases(absl::Time now) {
-  absl::MutexLock lock(&lease_mu_);
+  std::lock_guard<std::mutex> lock(lease_mu_);
   return CheckLeasesLocked(now);
 }
 

@@ -12,15 +12,16 @@
 #define RKV_SERVER_KVSERVER_REGION_SERVER_H_
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/fabric/fabric.h"
@@ -159,7 +160,7 @@ class RegionServer {
   uint64_t PushChunkBytes() const;
   void RunLeaseChecks();
   void StopLeaseChecks();
-  std::vector<uint64_t> CheckLeasesLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lease_mu_);
+  std::vector<uint64_t> CheckLeasesLocked(absl::Time now);  // lease_mu_ held.
 
   // Push, in steps; PushState (region_server.cc) carries one push's
   // connection, staging memory and window of chunks in flight between them.
@@ -189,8 +190,11 @@ class RegionServer {
   std::unique_ptr<fabric::Listener> listener_;
   std::unique_ptr<SessionLeases> leases_;  // Null: no client sessions.
   // Checks the leases every eighth of one; stopped before the listener goes.
-  absl::Mutex lease_mu_;
-  bool stop_leases_ ABSL_GUARDED_BY(lease_mu_) = false;
+  // std::mutex, whose synchronisation ThreadSanitizer sees (Debian's Abseil
+  // is not built for it).
+  std::mutex lease_mu_;
+  std::condition_variable lease_cv_;
+  bool stop_leases_ = false;  // Guarded by lease_mu_.
   std::thread lease_thread_;
 };
 
