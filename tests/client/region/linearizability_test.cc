@@ -331,10 +331,12 @@ TEST(LinearizabilityTest, ReplicatedRegionsSurviveLosingThePrimaryUnderFaults) {
 // requests executes any more — and it goes on as a new session. With 1 to
 // 3 copies, 1,000 seeds.
 TEST(LinearizabilityTest, ClientsPausedPastTheirLeaseAreFencedAndResume) {
-  // Under a sanitizer (RKV_SIM_SEEDS, as the cluster simulation takes it),
-  // a sample.
+  // Under a sanitizer (RKV_SIM_SEEDS, as the cluster simulation takes it;
+  // empty is unset), a sample.
   const char* sample = std::getenv("RKV_SIM_SEEDS");
-  const uint64_t seeds = sample != nullptr ? std::strtoull(sample, nullptr, 10) / 2 : 500;
+  const uint64_t seeds =
+      sample != nullptr && *sample != '\0' ? std::strtoull(sample, nullptr, 10) / 2 : 500;
+  ASSERT_GT(seeds, 0u) << "RKV_SIM_SEEDS must be 2 or more";
   for (const bool replicated : {false, true}) {
     CheckSeeds({.quick_seeds = seeds, .replicated = replicated, .pause = true});
   }
