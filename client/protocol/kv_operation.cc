@@ -266,6 +266,11 @@ void KvOperation::OnContest(ClaimContest::Outcome outcome) {
   }
 }
 
+void KvOperation::HeldBlocks(std::vector<uint64_t>* out) const {
+  if (my_block_ != 0) out->push_back(layout::ReportBlock(size_class_, my_block_));
+  for (uint64_t block : stranded_) out->push_back(layout::ReportBlock(size_class_, block));
+}
+
 void KvOperation::FreeMyBlock() {
   if (my_block_ == 0) return;
   // A block that sat in a claimed slot may still be named by a rival's

@@ -98,6 +98,10 @@ class KvOperation {
   // The tail completed (replicated: the intent's commit CAS ran).
   void OnTailLanded();
 
+  // The heap blocks it holds, as the server's heap census takes them
+  // (report words): its block, and those it stranded.
+  void HeldBlocks(std::vector<uint64_t>* out) const;
+
  private:
   // Which part's round is in flight.
   enum class State {

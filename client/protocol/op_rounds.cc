@@ -29,6 +29,15 @@ void OpRounds::AddWriteTo(uint64_t remote_addr, uint32_t rkey, const void* local
   Add(WorkRequest::Write(0, local, len, s_.lkey(), remote_addr, rkey), r);
 }
 
+void OpRounds::AddReadFrom(uint64_t remote_addr, uint32_t rkey, void* local, uint32_t len, int r) {
+  Add(WorkRequest::Read(0, local, len, s_.lkey(), remote_addr, rkey), r);
+}
+
+void OpRounds::AddFaaTo(uint64_t remote_addr, uint32_t rkey, uint64_t* result, uint64_t add,
+                        int r) {
+  Add(WorkRequest::Faa(0, result, s_.lkey(), remote_addr, rkey, add), r);
+}
+
 void OpRounds::AddCas(uint64_t off, uint64_t* result, uint64_t expected, uint64_t desired, int r) {
   posted_cas_ = true;
   Add(WorkRequest::Cas(0, result, s_.lkey(), s_.Remote(r, off), s_.rkey(r), expected, desired), r);

@@ -37,6 +37,8 @@ class OpRounds {
   // session table).
   void AddWriteTo(uint64_t remote_addr, uint32_t rkey, const void* local, uint32_t len,
                   int replica);
+  void AddReadFrom(uint64_t remote_addr, uint32_t rkey, void* local, uint32_t len, int replica);
+  void AddFaaTo(uint64_t remote_addr, uint32_t rkey, uint64_t* result, uint64_t add, int replica);
 
   // The requests of the round being built, and the replica each goes to;
   // the client posts and clears them (Clear()).

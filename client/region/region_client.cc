@@ -12,7 +12,9 @@
 //   own past the scheduler's);
 // - SessionLease (session_lease.h): the session's lease on every copy,
 //   renewed in a slot of its own too; a client the server fenced
-//   connects anew as a new session.
+//   connects anew as a new session, with a heap allocator of its own;
+// - CensusReport (census_report.h): what the session holds, for the
+//   server's heap census, in a third slot.
 #include "client/region/region_client.h"
 
 #include <algorithm>
@@ -26,6 +28,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/protocol/free_pool_push.h"
+#include "client/region/census_report.h"
 #include "client/region/free_block_return.h"
 #include "client/region/op_scheduler.h"
 #include "client/region/region_copies.h"
@@ -76,19 +79,20 @@ class ClientImpl final : public client_internal::RegionClient, public client_int
     // the next operation on the key to finish. Bounded: a dead server fails
     // them.
     for (const absl::Time deadline = absl::Now() + absl::Seconds(5);
-         (scheduler_.tails() > 0 || pool_push_ || lease_waiting_ > 0) && copies_.connected() &&
-         absl::Now() < deadline;) {
+         (scheduler_.tails() > 0 || pool_push_ || lease_waiting_ > 0 || census_waiting_ > 0) &&
+         copies_.connected() && absl::Now() < deadline;) {
       Poll(absl::Milliseconds(100));
     }
     // The blocking rounds below take the queue pairs' next completions as
     // theirs: nothing else may be in flight.
+    const bool quiet = lease_waiting_ == 0 && census_waiting_ == 0;
     if (copies_.connected() && heap_ != nullptr && scheduler_.active() == 0 && !pool_push_ &&
-        lease_waiting_ == 0) {
+        quiet) {
       if (absl::Status s = ReturnFreeBlocks(*this, copies_, real_clock_); !s.ok()) {
         RKV_LOG(WARNING) << "freed blocks not handed back to the server (they stay unused): " << s;
       }
     }
-    if (lease_waiting_ == 0) lease_.Release(*this, copies_);
+    if (quiet) lease_.Release(*this, copies_);
     // Every operation completes exactly once, even when the client is
     // destroyed under it. The queue pair goes first; the memory its
     // requests land in is the resources', which outlive it.
@@ -160,6 +164,16 @@ class ClientImpl final : public client_internal::RegionClient, public client_int
   // active was failed).
   bool RenewLease(size_t* finished);
   size_t lease_slot() const { return scheduler_.slots() + 1; }
+  // The renewal landed, with the census's header reads: answers a round
+  // that asks; false when a post failed (and everything active was
+  // failed).
+  bool OnRenewed(size_t* finished);
+  // A round of the census report completed; likewise.
+  bool OnCensusRound(size_t* finished);
+  size_t census_slot() const { return scheduler_.slots() + 2; }
+  // A fresh heap allocator: a new session's (nothing of a fenced one's is
+  // its any more: the server may have handed it on).
+  void NewHeap();
 
   // First: destroyed last, after the queue pairs that write its memory.
   const std::shared_ptr<ClientResources> resources_;
@@ -184,6 +198,9 @@ class ClientImpl final : public client_internal::RegionClient, public client_int
   client_internal::SessionLease lease_;
   client_internal::OpRounds lease_rounds_{*this};
   uint32_t lease_waiting_ = 0;
+  client_internal::CensusReport census_;
+  client_internal::OpRounds census_rounds_{*this};
+  uint32_t census_waiting_ = 0;
 };
 
 absl::Status ClientImpl::Init() {
@@ -206,28 +223,43 @@ absl::Status ClientImpl::Init() {
   // The region's grace period is every client's (a server of an older
   // build says none: the client's own then).
   if (layout_.grace_us != 0) options_.grace_period = absl::Microseconds(layout_.grace_us);
-  heap_ = std::make_unique<client_internal::HeapAllocator>(layout_, options_.heap_chunk_bytes,
-                                                           options_.grace_period);
+  NewHeap();
   RKV_RETURN_IF_ERROR(lease_.Claim(*this, copies_, id, Now()));
+  RKV_RETURN_IF_ERROR(census_.Init(*this, copies_, lease_, *heap_));
   // A push and a renewal allocate nothing: their blocks and requests have
   // their room.
   stale_blocks_.reserve(layout::FreeNodeCapacity(255) + 1);
   push_rounds_.Reserve(2);
-  lease_rounds_.Reserve(client_internal::kMaxReplicas);
+  lease_rounds_.Reserve(2 * client_internal::kMaxReplicas);
+  census_rounds_.Reserve(2);
   return absl::OkStatus();
+}
+
+void ClientImpl::NewHeap() {
+  heap_ = std::make_unique<client_internal::HeapAllocator>(layout_, options_.heap_chunk_bytes,
+                                                           options_.grace_period);
 }
 
 absl::Status ClientImpl::Connect() {
   if (lease_.held()) {
     // The session lives on unless the server fenced it (FailedPrecondition).
-    const absl::Status same = copies_.Connect(options_.max_outstanding, lease_.id());
+    absl::Status same = copies_.Connect(options_.max_outstanding, lease_.id());
+    if (same.ok()) {
+      same = census_.Init(*this, copies_, lease_, *heap_);
+      if (!same.ok()) copies_.Disconnect();
+      return same;
+    }
     if (!absl::IsFailedPrecondition(same)) return same;
-    // A new session keeps the old one's heap: no server reclaims a fenced
-    // session's heap yet, so nobody else can have been given it.
+    // Fenced: what the session held is the server's to hand on. Nothing
+    // of it is in use (every operation that held a block failed with the
+    // connection), and a push's blocks were given up then too.
+    NewHeap();
   }
   const uint64_t id = client_internal::SessionLease::NewId(id_rng_);
   RKV_RETURN_IF_ERROR(copies_.Connect(options_.max_outstanding, id));
-  if (absl::Status s = lease_.Claim(*this, copies_, id, Now()); !s.ok()) {
+  absl::Status s = lease_.Claim(*this, copies_, id, Now());
+  if (s.ok()) s = census_.Init(*this, copies_, lease_, *heap_);
+  if (!s.ok()) {
     copies_.Disconnect();
     return s;
   }
@@ -237,8 +269,36 @@ absl::Status ClientImpl::Connect() {
 bool ClientImpl::RenewLease(size_t* finished) {
   if (lease_waiting_ > 0 || closing_) return true;
   lease_rounds_.Clear();
-  if (!lease_.MaybeRenew(Now(), lease_rounds_)) return true;
+  if (!lease_.MaybeRenew(Now(), lease_rounds_, census_.busy())) return true;
+  census_.AddHeaderReads(lease_rounds_);
   lease_waiting_ = batcher_.Append(lease_slot(), lease_rounds_);
+  return PostBatches(finished);
+}
+
+bool ClientImpl::OnRenewed(size_t* finished) {
+  lease_.OnRenewed();
+  if (census_waiting_ > 0 || closing_) return true;
+  census_rounds_.Clear();
+  const auto held = [this](std::vector<uint64_t>* out) {
+    for (size_t i = 0; i < scheduler_.slots(); ++i) {
+      if (scheduler_.slot(i).op != nullptr) scheduler_.slot(i).op->HeldBlocks(out);
+    }
+    if (pool_push_) {
+      for (uint64_t b : pool_push_->blocks()) {
+        out->push_back(layout::ReportBlock(pool_push_->size_class(), b));
+      }
+    }
+  };
+  if (!census_.MaybeStart(*heap_, held, census_rounds_)) return true;
+  census_waiting_ = batcher_.Append(census_slot(), census_rounds_);
+  return PostBatches(finished);
+}
+
+bool ClientImpl::OnCensusRound(size_t* finished) {
+  if (--census_waiting_ > 0) return true;
+  census_rounds_.Clear();
+  if (census_.OnRound(census_rounds_)) return true;
+  census_waiting_ = batcher_.Append(census_slot(), census_rounds_);
   return PostBatches(finished);
 }
 
@@ -249,6 +309,8 @@ size_t ClientImpl::FailActive(const absl::Status& status) {
   pool_push_.reset();
   lease_waiting_ = 0;
   lease_.OnLost();
+  census_waiting_ = 0;
+  census_.OnLost();
   copies_.Disconnect();
   return failed;
 }
@@ -322,7 +384,11 @@ bool ClientImpl::TakeCompletions(absl::Span<const fabric::Completion> cs, size_t
     }
     const size_t i = client_internal::RoundBatcher::SlotOf(c);
     if (i == lease_slot()) {
-      if (--lease_waiting_ == 0) lease_.OnRenewed();
+      if (--lease_waiting_ == 0 && !OnRenewed(finished)) return false;
+      continue;
+    }
+    if (i == census_slot()) {
+      if (!OnCensusRound(finished)) return false;
       continue;
     }
     if (i == push_slot()) {
@@ -368,7 +434,8 @@ size_t ClientImpl::Poll(absl::Duration timeout) {
     scheduler_.StartWaiting();
     ReturnStaleBlocks();
   }
-  if (!PostRounds(&finished) || (scheduler_.active() == 0 && !pool_push_ && lease_waiting_ == 0)) {
+  if (!PostRounds(&finished) ||
+      (scheduler_.active() == 0 && !pool_push_ && lease_waiting_ == 0 && census_waiting_ == 0)) {
     return finished;
   }
   fabric::Completion cs[64];

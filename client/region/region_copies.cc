@@ -19,9 +19,10 @@ RegionCopies::RegionCopies(const std::vector<fabric::RemoteRegion>& regions,
 absl::Status RegionCopies::Connect(uint32_t max_outstanding, uint64_t peer_id) {
   fabric::QueuePairOptions qo;
   qo.peer_id = peer_id;
-  // Every operation's round, the free-pool push's (a WRITE and a CAS) and
-  // the lease renewal's (a WRITE).
-  qo.max_send_wr = std::max<uint32_t>(512, max_outstanding * KvOperation::kMaxRoundRequests + 3);
+  // Every operation's round, the free-pool push's (a WRITE and a CAS), the
+  // lease renewal's (a WRITE and the census header's READ) and the census
+  // report's (words and an ack).
+  qo.max_send_wr = std::max<uint32_t>(512, max_outstanding * KvOperation::kMaxRoundRequests + 6);
   qo.channel = resources_.channel();
   std::vector<std::unique_ptr<fabric::QueuePair>> qps;
   for (const Copy& c : copies_) {

@@ -40,8 +40,10 @@ class SessionLease {
   absl::Duration lease() const { return lease_; }
 
   // Adds a renewal to `rounds` (a WRITE to every copy) when one is due and
-  // none is in flight; true when it did.
-  bool MaybeRenew(absl::Time now, OpRounds& rounds);
+  // none is in flight; true when it did. `often`: one is due every few
+  // milliseconds (while a heap census is under way, whose phases the
+  // renewals read).
+  bool MaybeRenew(absl::Time now, OpRounds& rounds, bool often = false);
   // The renewal round completed: the lease runs from when it was posted.
   void OnRenewed();
   // The renewal in flight is lost with its queue pairs.
@@ -56,12 +58,15 @@ class SessionLease {
   // Empties the entries (round trips of its own): the session closes.
   void Release(Session& session, RegionCopies& copies);
 
- private:
   // Where a copy keeps this session's entry.
   struct Entry {
     uint64_t owner_addr = 0;
     uint32_t rkey = 0;
   };
+  const Entry& entry(int r) const { return entry_[r]; }
+  int copies() const { return copies_; }
+
+ private:
   absl::Status ClaimOn(Session& session, RegionCopies& copies, int r);
   // Empties the entries claimed so far.
   void Empty(Session& session, RegionCopies& copies);

@@ -49,6 +49,7 @@ bool HeapAllocator::AddChunk(uint64_t old_cursor, uint64_t bytes, absl::Time now
     return true;
   });
   chunks_.push_back({start, start + bytes});
+  if (tracking_) layout::AppendReportRange(start, start + bytes, &tracked_);
   return true;
 }
 
@@ -64,6 +65,7 @@ void HeapAllocator::KeepAsBlocks(uint64_t begin, uint64_t end, absl::Time now) {
 
 void HeapAllocator::Free(uint64_t offset, uint8_t size_class, absl::Time unlinked_at) {
   free_[size_class].push_back({offset, unlinked_at + grace_});
+  if (tracking_) tracked_.push_back(layout::ReportBlock(size_class, offset));
 }
 
 void HeapAllocator::PushFront(uint8_t size_class, uint64_t offset, absl::Time now) {
@@ -79,7 +81,10 @@ void HeapAllocator::FreeUnpublished(uint64_t offset, uint8_t size_class, absl::T
 
 void HeapAllocator::AddRecycled(uint8_t size_class, absl::Span<const uint64_t> blocks,
                                 absl::Time now) {
-  for (uint64_t b : blocks) PushFront(size_class, b, now);
+  for (uint64_t b : blocks) {
+    PushFront(size_class, b, now);
+    if (tracking_) tracked_.push_back(layout::ReportBlock(size_class, b));
+  }
 }
 
 uint8_t HeapAllocator::TakeStale(absl::Time now, absl::Duration linger,
@@ -128,6 +133,31 @@ absl::Time HeapAllocator::AllReusableAt() const {
     if (!list.empty()) t = std::max(t, list.back().reusable_at);
   }
   return t;
+}
+
+void HeapAllocator::Holdings(std::vector<uint64_t>* out) const {
+  for (const Chunk& c : chunks_) layout::AppendReportRange(c.next, c.end, out);
+  for (int c = 1; c < 256; ++c) {
+    const RingDeque<Freed>& list = free_[c];
+    for (size_t i = 0; i < list.size(); ++i) {
+      out->push_back(layout::ReportBlock(static_cast<uint8_t>(c), list[i].offset));
+    }
+  }
+}
+
+void HeapAllocator::StartTracking() {
+  tracked_.clear();
+  tracking_ = true;
+}
+
+void HeapAllocator::TakeTracked(std::vector<uint64_t>* out) {
+  out->insert(out->end(), tracked_.begin(), tracked_.end());
+  StopTracking();
+}
+
+void HeapAllocator::StopTracking() {
+  tracking_ = false;
+  tracked_.clear();
 }
 
 }  // namespace rkv::client_internal

@@ -56,6 +56,18 @@ class HeapAllocator {
   // When every block on the free lists is reusable.
   absl::Time AllReusableAt() const;
 
+  // For the server's heap census (common/layout/region_format.h): what
+  // the allocator holds, as report words (its free lists, and its chunks'
+  // rest as ranges).
+  void Holdings(std::vector<uint64_t>* out) const;
+  // From now on, records as report words every block it frees and every
+  // block and range it takes in, until TakeTracked or StopTracking.
+  void StartTracking();
+  bool tracking() const { return tracking_; }
+  // Moves what it recorded into `out` and stops recording.
+  void TakeTracked(std::vector<uint64_t>* out);
+  void StopTracking();
+
  private:
   // [begin, end), never published, as blocks of the largest classes that
   // fit, on the free lists, reusable from `now`.
@@ -84,6 +96,8 @@ class HeapAllocator {
   // By size class; a ring, as every write frees one block and takes one.
   std::array<RingDeque<Freed>, 256> free_;
   uint8_t stale_scan_ = 1;  // Where TakeStale's next scan of the classes starts.
+  bool tracking_ = false;
+  std::vector<uint64_t> tracked_;  // Report words, while tracking_.
 };
 
 }  // namespace rkv::client_internal

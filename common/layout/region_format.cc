@@ -284,4 +284,20 @@ KeyPlacement PlaceKey(absl::string_view key, uint64_t groups) {
   return p;
 }
 
+void AppendReportRange(uint64_t begin, uint64_t end, std::vector<uint64_t>* out) {
+  constexpr uint64_t kMaxUnits = (uint64_t{1} << 16) - 1;
+  while (end - begin >= kBlockAlign) {
+    const uint64_t units = std::min(kMaxUnits, (end - begin) / kBlockAlign);
+    out->push_back(units << 48 | begin | 1);
+    begin += units * kBlockAlign;
+  }
+}
+
+ReportExtent DecodeReportWord(uint64_t word) {
+  constexpr uint64_t kOffsetMask = (uint64_t{1} << 48) - 1;
+  if ((word & 1) != 0)
+    return {(word & kOffsetMask) & ~(kBlockAlign - 1), (word >> 48) * kBlockAlign};
+  return {word & kOffsetMask, ClassBytes(static_cast<uint8_t>(word >> 56))};
+}
+
 }  // namespace rkv::layout

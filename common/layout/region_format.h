@@ -264,23 +264,75 @@ absl::StatusOr<FreeNode> DecodeFreeNode(absl::string_view bytes, uint8_t size_cl
 // each holds a lease on every copy it reaches. The session table is
 // registered memory of its own, volatile (a restart starts with none):
 // kSessionTableHeaderBytes, then `slots` entries of
-//   owner (8) | renewal (8)
-// owner is the session's id — the fabric peer id its queue pairs carry,
-// never 0 — claimed by a CAS from 0; renewal is a count the client writes
-// at least every quarter lease. A session whose renewal the server has not
-// seen change for a lease is fenced (Listener::Fence of its id: none of its
-// requests executes afterwards) and its entry emptied; a client whose
-// lease is in doubt takes a new session. A client that closes empties its
-// entry itself.
+//   owner (8) | renewal (8) | census ack (8) | reserved (8)
+// then the census report area (below). owner is the session's id — the
+// fabric peer id its queue pairs carry, never 0 — claimed by a CAS from 0;
+// renewal is a count the client writes at least every quarter lease. A
+// session whose renewal the server has not seen change for a lease is
+// fenced (Listener::Fence of its id: none of its requests executes
+// afterwards) and its entry emptied; a client whose lease is in doubt takes
+// a new session. A client that closes empties its entry itself.
 inline constexpr uint64_t kSessionTableHeaderBytes = 64;
-inline constexpr uint64_t kSessionEntryBytes = 16;
+inline constexpr uint64_t kSessionEntryBytes = 32;
 inline constexpr uint64_t SessionOwnerOffset(uint32_t slot) {
   return kSessionTableHeaderBytes + kSessionEntryBytes * slot;
 }
 inline constexpr uint64_t SessionRenewalOffset(uint32_t slot) {
   return SessionOwnerOffset(slot) + 8;
 }
-inline constexpr uint64_t SessionTableBytes(uint32_t slots) { return SessionOwnerOffset(slots); }
+inline constexpr uint64_t SessionAckOffset(uint32_t slot) { return SessionOwnerOffset(slot) + 16; }
+
+// The heap census: how a server takes back the heap of the sessions it
+// fenced while it serves. A fenced session's blocks are those the index
+// does not name, the free pool does not hold and no live session holds;
+// live sessions say what they hold. The table's header:
+//   round (8)            census round << 8 | phase, the server's to write
+//   report cursor (8)    words of the report area taken (clients FAA it)
+//   report capacity (8)  words the report area holds
+// A round runs in phases a client learns of from the header, which it
+// reads with each renewal:
+//   1 holdings  every session reports what it holds (free lists, chunks,
+//               blocks of operations in flight) and from then on keeps
+//               track of what it takes or frees;
+//   2 tracked   the server has scanned the index, the pool and the heap
+//               cursor; every session reports what it tracked, and stops;
+//   0 idle      no round (or the round ended or was given up).
+// A session reports by FAA of the cursor, then WRITEs of its words and of
+// its ack — the round word of the phase it answers — on one queue pair,
+// so that the words have landed when the ack is seen. A session that
+// claims its entry during a round tracks from then on. The server then
+// hands to the free pool every gap below the cursor it read that nothing
+// marked. A report word stands alone (a report cut short by a fence spoils
+// no other): size class << 56 | region offset, a block; or
+// units << 48 | region offset | 1, a range of units * 64 bytes.
+inline constexpr uint64_t kSessionRoundOffset = 0;
+inline constexpr uint64_t kSessionReportCursorOffset = 8;
+inline constexpr uint64_t kSessionReportCapacityOffset = 16;
+inline constexpr uint64_t kCensusHeaderBytes = 24;  // What a client reads.
+enum CensusPhase : uint64_t { kCensusIdle = 0, kCensusHoldings = 1, kCensusTracked = 2 };
+inline constexpr uint64_t CensusRoundWord(uint64_t round, CensusPhase phase) {
+  return round << 8 | phase;
+}
+inline constexpr uint64_t CensusRoundOf(uint64_t word) { return word >> 8; }
+inline constexpr CensusPhase CensusPhaseOf(uint64_t word) {
+  return static_cast<CensusPhase>(word & 0xff);
+}
+inline constexpr uint64_t ReportBlock(uint8_t size_class, uint64_t offset) {
+  return uint64_t{size_class} << 56 | offset;
+}
+// Appends the words of the range [begin, end), region offsets aligned to
+// kBlockAlign.
+void AppendReportRange(uint64_t begin, uint64_t end, std::vector<uint64_t>* out);
+// What a report word names: region offset and bytes (0 bytes: nothing).
+struct ReportExtent {
+  uint64_t offset = 0;
+  uint64_t bytes = 0;
+};
+ReportExtent DecodeReportWord(uint64_t word);
+inline constexpr uint64_t SessionReportOffset(uint32_t slots) { return SessionOwnerOffset(slots); }
+inline constexpr uint64_t SessionTableBytes(uint32_t slots, uint64_t report_words) {
+  return SessionReportOffset(slots) + 8 * report_words;
+}
 
 // ---- Hashing --------------------------------------------------------------
 // Where a key may live: two combined buckets and a fingerprint.

@@ -42,6 +42,11 @@ ABSL_FLAG(absl::Duration, client_lease, absl::Seconds(5),
 ABSL_FLAG(uint32_t, session_slots, 4096,
           "Client sessions the server can hold leases for at once; a client beyond them is "
           "refused with an error that names this flag.");
+ABSL_FLAG(std::string, census_report_bytes, "0",
+          "With one copy, the heap a fenced client session held goes back to the free pool "
+          "while the server serves: live sessions report what they hold into this much memory "
+          "(8 bytes a block; 0: a 64th of the heap, 1 to 64 MiB). Too little, and the server "
+          "logs that the reports outran it.");
 ABSL_FLAG(uint32_t, soft_threads, 0,
           "Soft fabric: threads of the virtual NIC that execute clients' requests, each an "
           "event loop serving its share of the queue pairs (0: min(hardware threads, 4)).");
@@ -70,7 +75,8 @@ int main(int argc, char** argv) {
       "Usage: kvserver --id=NAME [--coordinator=HOST:PORT,...] [--fabric=auto|verbs|soft]\n"
       "                [--memory=64MiB] [--region_file=PATH] [--token=T|--token_file=F]\n"
       "                [--soft_threads=N] [--soft_busy_poll=50us] [--copy_rate=200MiB]\n"
-      "                [--grace_period=200ms] [--client_lease=5s] [--session_slots=4096]");
+      "                [--grace_period=200ms] [--client_lease=5s] [--session_slots=4096]\n"
+      "                [--census_report_bytes=0]");
   if (absl::Status s = rkv::EnsureFileLimit(256); !s.ok()) {
     std::cerr << "kvserver: " << s.message() << "\n";
     return 1;
@@ -85,8 +91,9 @@ int main(int argc, char** argv) {
   auto fabric_options = rkv::fabric::FabricOptionsFromFlags();
   auto bytes = rkv::ParseByteSize(absl::GetFlag(FLAGS_memory));
   auto copy_rate = rkv::ParseByteSize(absl::GetFlag(FLAGS_copy_rate));
+  auto report_bytes = rkv::ParseByteSize(absl::GetFlag(FLAGS_census_report_bytes));
   for (const absl::Status& s : {token.status(), coordinators.status(), fabric_options.status(),
-                                bytes.status(), copy_rate.status()}) {
+                                bytes.status(), copy_rate.status(), report_bytes.status()}) {
     if (!s.ok()) {
       std::cerr << "kvserver: " << s.message() << "\n";
       return 2;
@@ -106,6 +113,8 @@ int main(int argc, char** argv) {
   ro.grace_period = absl::GetFlag(FLAGS_grace_period);
   ro.client_lease = absl::GetFlag(FLAGS_client_lease);
   ro.session_slots = absl::GetFlag(FLAGS_session_slots);
+  ro.reclaim = false;  // Until the coordinator says the region is kept in one copy.
+  ro.census_report_bytes = *report_bytes;
   if (ro.client_lease > absl::ZeroDuration() &&
       (ro.session_slots == 0 || ro.client_lease < 4 * ro.grace_period)) {
     std::cerr << "kvserver: --client_lease needs --session_slots > 0 and at least four grace "

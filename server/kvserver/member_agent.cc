@@ -210,6 +210,9 @@ grpc::Status MemberAgent::Exchange() {
     renewed_at_ = sent;
     lease_ = absl::Milliseconds(resp.lease_ms());
     replicas_ = std::max<uint32_t>(1, resp.replicas());
+    // A copy of a replicated region keeps blocks its scan cannot account
+    // for (a backup's tentative words): only a lone copy takes heap back.
+    region_.SetReclaim(replicas_ == 1);
     hurry_ = resp.hurry();
     RKV_LOG(INFO) << "registered with " << coord_.address() << " (lease " << resp.lease_ms()
                   << " ms, " << replicas_ << (replicas_ == 1 ? " copy" : " copies")

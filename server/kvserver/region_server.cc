@@ -107,8 +107,12 @@ absl::StatusOr<std::unique_ptr<RegionServer>> RegionServer::Create(
                          static_cast<uint64_t>(absl::ToInt64Microseconds(options.grace_period)));
   s->layout_.grace_us = static_cast<uint64_t>(absl::ToInt64Microseconds(options.grace_period));
   if (options.client_lease > absl::ZeroDuration()) {
-    RKV_ASSIGN_OR_RETURN(
-        s->leases_, SessionLeases::Create(fabric, options.session_slots, options.client_lease));
+    const uint64_t report_bytes =
+        options.census_report_bytes != 0
+            ? options.census_report_bytes
+            : std::clamp<uint64_t>(s->layout_.heap_bytes / 64, 1 << 20, 64 << 20);
+    RKV_ASSIGN_OR_RETURN(s->leases_, SessionLeases::Create(fabric, options.session_slots,
+                                                           options.client_lease, report_bytes / 8));
     layout::SetSessionTable(s->memory_, s->leases_->remote_base(), s->leases_->rkey(),
                             s->leases_->slots(),
                             static_cast<uint64_t>(absl::ToInt64Microseconds(options.client_lease)));
@@ -119,6 +123,11 @@ absl::StatusOr<std::unique_ptr<RegionServer>> RegionServer::Create(
                        fabric.RegisterMemory(s->memory_, s->mapped_bytes_, fabric::kAllAccess));
   RKV_ASSIGN_OR_RETURN(
       s->listener_, fabric.Listen({options.listen_address, options.token, options.soft_threads}));
+  if (s->leases_ != nullptr) {
+    s->reclaim_ = std::make_unique<HeapReclaim>(fabric, s->memory_, s->layout_, *s->leases_,
+                                                [r = s.get()] { return r->address(); });
+    s->reclaim_->set_enabled(options.reclaim);
+  }
   if (s->leases_ != nullptr && options.lease_thread) {
     s->lease_thread_ = std::thread([r = s.get()] { r->RunLeaseChecks(); });
   }
@@ -127,10 +136,22 @@ absl::StatusOr<std::unique_ptr<RegionServer>> RegionServer::Create(
 
 void RegionServer::RunLeaseChecks() {
   const auto period = absl::ToChronoMicroseconds(leases_->lease() / 8);
+  // While a census round is under way, its steps come often: sessions
+  // track what they take until it ends.
+  const auto often =
+      absl::ToChronoMicroseconds(std::min(leases_->lease() / 8, absl::Milliseconds(2)));
   std::unique_lock<std::mutex> lock(lease_mu_);
-  while (!lease_cv_.wait_for(lock, period, [this] { return stop_leases_; })) {
+  while (!lease_cv_.wait_for(lock, reclaim_->busy() ? often : period,
+                             [this] { return stop_leases_; })) {
     CheckLeasesLocked(absl::Now());
   }
+}
+
+void RegionServer::SetReclaim(bool enabled) {
+  std::lock_guard<std::mutex> lock(lease_mu_);
+  if (reclaim_ == nullptr) return;
+  reclaim_->set_enabled(enabled);
+  if (!enabled) reclaim_->Abandon();
 }
 
 void RegionServer::StopLeaseChecks() {
@@ -154,11 +175,13 @@ std::vector<uint64_t> RegionServer::CheckLeasesLocked(absl::Time now) {
     RKV_LOG(INFO) << "fenced client session " << absl::StrCat(absl::Hex(id, absl::kZeroPad16))
                   << ": no renewal in " << leases_->lease();
   }
+  reclaim_->Step(now, fenced);
   return fenced;
 }
 
 RegionServer::~RegionServer() {
   StopLeaseChecks();
+  reclaim_.reset();   // Its queue pair to the region goes before the listener.
   listener_.reset();  // No peer touches the memory once these are gone.
   region_.reset();
   if (memory_ != nullptr) {
@@ -185,10 +208,15 @@ RegionStats RegionServer::Stats() const {
           .heap_pooled = census.pooled_bytes,
           .heap_pool_partial = census.pool_partial,
           .sessions = leases_ != nullptr ? leases_->live() : 0,
-          .sessions_fenced = leases_ != nullptr ? leases_->fenced() : 0};
+          .sessions_fenced = leases_ != nullptr ? leases_->fenced() : 0,
+          .heap_reclaimed = reclaim_ != nullptr ? reclaim_->reclaimed_bytes() : 0};
 }
 
 absl::Status RegionServer::Fence(uint64_t generation) {
+  // No census round runs across a fence: it would push what the settle
+  // that follows pools too.
+  std::lock_guard<std::mutex> lock(lease_mu_);
+  if (reclaim_ != nullptr) reclaim_->Abandon();
   // The old registration goes first: its rkey is refused from here on,
   // however long the new registration takes (and the memory is never
   // pinned twice).
@@ -208,6 +236,8 @@ void RegionServer::StopServing() {
 }
 
 absl::Status RegionServer::Settle(bool wipe) {
+  std::lock_guard<std::mutex> lock(lease_mu_);
+  if (reclaim_ != nullptr) reclaim_->Abandon();  // The settle pools every gap.
   if (wipe) {
     // A blank index, cursor and free pool, with word stores: the memory is
     // served again afterwards, read by the NIC's word loads.

@@ -26,6 +26,7 @@
 #include "absl/types/span.h"
 #include "common/fabric/fabric.h"
 #include "common/layout/region_format.h"
+#include "server/kvserver/heap_reclaim.h"
 #include "server/kvserver/session_leases.h"
 
 namespace rkv::server {
@@ -57,6 +58,12 @@ struct RegionServerOptions {
   // Whether a thread of the server checks the leases; false: its owner
   // calls CheckLeases (the deterministic simulation, on its own clock).
   bool lease_thread = true;
+  // Whether the heap fenced sessions held is taken back while serving
+  // (HeapReclaim): not on the copies of a replicated region (SetReclaim).
+  bool reclaim = true;
+  // Room for the heap census's reports (0: a 64th of the heap, from 1 to
+  // 64 MiB): what live sessions hold, 8 bytes a block.
+  uint64_t census_report_bytes = 0;
 };
 
 struct RegionStats {
@@ -69,6 +76,7 @@ struct RegionStats {
   bool heap_pool_partial = false;  // heap_pooled is a lower bound.
   uint32_t sessions = 0;           // Client sessions holding a lease.
   uint64_t sessions_fenced = 0;    // Since the server started.
+  uint64_t heap_reclaimed = 0;     // Fenced sessions' heap taken back, since the start.
 };
 
 class RegionServer {
@@ -106,6 +114,9 @@ class RegionServer {
   // Check); returns their ids. For the deterministic simulation, which
   // runs without the lease thread.
   std::vector<uint64_t> CheckLeases(absl::Time now);
+  // Whether the heap of fenced sessions is taken back while serving
+  // (RegionServerOptions::reclaim); a round under way is given up.
+  void SetReclaim(bool enabled);
   // The bytes a push sends (all but the header's identity), in chunks:
   // the heap, then the index, then the header's cursor and free pool.
   struct Chunk {
@@ -189,6 +200,7 @@ class RegionServer {
   std::unique_ptr<fabric::MemoryRegion> region_;
   std::unique_ptr<fabric::Listener> listener_;
   std::unique_ptr<SessionLeases> leases_;  // Null: no client sessions.
+  std::unique_ptr<HeapReclaim> reclaim_;   // With leases_; guarded by lease_mu_.
   // Checks the leases every eighth of one; stopped before the listener goes.
   // std::mutex, whose synchronisation ThreadSanitizer sees (Debian's Abseil
   // is not built for it).

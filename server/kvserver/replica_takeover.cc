@@ -8,6 +8,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/fabric/remote_op.h"
+#include "common/status.h"
+#include "server/kvserver/heap_map.h"
 
 namespace rkv::server {
 namespace {
@@ -21,157 +23,6 @@ void Store(uint8_t* memory, uint64_t offset, uint64_t word) {
   std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(memory + offset))
       .store(word, std::memory_order_relaxed);
 }
-
-// The heap a copy's slots leave unnamed, handed to the free pool: every
-// gap between named blocks below the last one, carved into blocks of the
-// classes the slots name, each class getting its share of the free bytes
-// as of the named ones (a pool of one class serves no other), and the
-// rest in the largest class that fits. Nodes are written as they fill, so
-// memory stays bounded however much is free. Every copy gets the same pool.
-class PoolBuilder {
- public:
-  PoolBuilder(absl::Span<uint8_t* const> copies, const std::array<uint64_t, 256>& named_bytes)
-      : copies_(copies) {
-    uint64_t total = 0;
-    for (uint64_t b : named_bytes) total += b;
-    for (int c = 1; c < 256; ++c) {
-      if (named_bytes[c] == 0) continue;
-      shares_.push_back({static_cast<uint8_t>(c), double(named_bytes[c]) / double(total)});
-    }
-    for (uint8_t* copy : copies_) {
-      for (int c = 1; c < 256; ++c) {
-        Store(copy, layout::FreePoolHeadOffset(static_cast<uint8_t>(c)), 0);
-      }
-    }
-  }
-
-  // Frees [begin, end), region offsets aligned to kBlockAlign.
-  void AddGap(uint64_t begin, uint64_t end) {
-    while (begin < end) {
-      // The class furthest below its share that fits.
-      uint8_t pick = 0;
-      double most_behind = 0;
-      for (const Share& s : shares_) {
-        const double behind = s.share * double(pooled_) - double(pooled_by_class_[s.size_class]);
-        // Ties go to the larger class (shares_ is by class).
-        if (layout::ClassBytes(s.size_class) <= end - begin &&
-            (pick == 0 || behind >= most_behind)) {
-          pick = s.size_class;
-          most_behind = behind;
-        }
-      }
-      for (int c = 255; pick == 0; --c) {
-        if (layout::ClassBytes(static_cast<uint8_t>(c)) <= end - begin)
-          pick = static_cast<uint8_t>(c);
-      }
-      Add(pick, begin);
-      begin += layout::ClassBytes(pick);
-    }
-  }
-
-  // Writes the nodes still filling; returns the bytes pooled.
-  uint64_t Finish() {
-    for (int c = 1; c < 256; ++c) {
-      if (open_[c].node != 0) Flush(static_cast<uint8_t>(c));
-    }
-    return pooled_;
-  }
-
- private:
-  struct OpenNode {
-    uint64_t node = 0;  // The block that holds the node; 0: none yet.
-    layout::FreeNode contents;
-  };
-
-  void Add(uint8_t c, uint64_t block) {
-    pooled_ += layout::ClassBytes(c);
-    pooled_by_class_[c] += layout::ClassBytes(c);
-    OpenNode& n = open_[c];
-    if (n.node == 0) {
-      n.node = block;  // A node is itself a free block of its class.
-      return;
-    }
-    n.contents.blocks.push_back(block);
-    if (n.contents.blocks.size() == layout::FreeNodeCapacity(c)) Flush(c);
-  }
-
-  // Pushes the open node of class `c` onto its stack, on every copy.
-  void Flush(uint8_t c) {
-    OpenNode& n = open_[c];
-    const uint64_t head_at = layout::FreePoolHeadOffset(c);
-    n.contents.next = layout::FreePoolHead::Decode(Load(copies_[0], head_at)).node;
-    buffer_.resize(layout::FreeNodeBytes(c));
-    layout::EncodeFreeNode(n.contents, c, buffer_.data());
-    for (uint8_t* copy : copies_) {
-      // Word stores: the server's heap census may walk the pool meanwhile.
-      fabric::CopyToShared(copy + n.node, buffer_.data(), buffer_.size());
-      Store(copy, head_at, layout::FreePoolHead{.tag = 0, .node = n.node}.Encode());
-    }
-    n = {};
-  }
-
-  struct Share {
-    uint8_t size_class;
-    double share;  // Of the named bytes.
-  };
-  absl::Span<uint8_t* const> copies_;
-  std::vector<Share> shares_;
-  std::array<uint64_t, 256> pooled_by_class_{};
-  std::array<OpenNode, 256> open_;
-  std::vector<uint8_t> buffer_;
-  uint64_t pooled_ = 0;
-};
-
-// Which 64-byte units of the heap named blocks cover, a bit each: bounded
-// memory (1/512 of the heap) however many blocks there are, and blocks
-// that overlap (a corrupt slot) are no harder than others.
-class HeapMap {
- public:
-  explicit HeapMap(uint64_t heap_bytes) : bits_((heap_bytes / kUnit + 63) / 64) {}
-
-  // A block at heap offset `at`.
-  void Mark(uint64_t at, uint64_t bytes) {
-    for (uint64_t u = at / kUnit; u < (at + bytes) / kUnit; ++u) bits_[u / 64] |= Bit(u);
-    end_ = std::max(end_, at + bytes);
-  }
-  // Past the last block marked.
-  uint64_t end() const { return end_; }
-  // Calls f(begin, end), heap offsets, for every run of unmarked units
-  // below end().
-  template <typename F>
-  void ForEachGap(F f) const {
-    const uint64_t units = end_ / kUnit;
-    uint64_t u = 0;
-    while (u < units) {
-      u = Skip(u, units, /*marked=*/true);
-      const uint64_t start = u;
-      u = Skip(u, units, /*marked=*/false);
-      if (u > start) f(start * kUnit, u * kUnit);
-    }
-  }
-
- private:
-  static constexpr uint64_t kUnit = layout::kBlockAlign;
-  static uint64_t Bit(uint64_t u) { return uint64_t{1} << (u % 64); }
-  // The first unit from `u` (below `units`) not `marked`, a word at a time
-  // where it can.
-  uint64_t Skip(uint64_t u, uint64_t units, bool marked) const {
-    const uint64_t all = marked ? ~uint64_t{0} : 0;
-    while (u < units) {
-      if (u % 64 == 0 && bits_[u / 64] == all) {
-        u += 64;
-      } else if (((bits_[u / 64] & Bit(u)) != 0) == marked) {
-        ++u;
-      } else {
-        break;
-      }
-    }
-    return std::min(u, units);
-  }
-
-  std::vector<uint64_t> bits_;
-  uint64_t end_ = 0;
-};
 
 }  // namespace
 
@@ -231,11 +82,30 @@ absl::StatusOr<TakeoverStats> TakeOver(absl::Span<uint8_t* const> copies,
   // block, and everything unnamed below it goes to the free pool — what
   // clients had reserved and not used, what they had freed, the old pool,
   // blocks of writes that never took effect.
-  PoolBuilder pool(copies, named_bytes);
-  named.ForEachGap([&](uint64_t begin, uint64_t end) {
-    pool.AddGap(layout.heap_offset + begin, layout.heap_offset + end);
+  for (uint8_t* copy : copies) {
+    for (int c = 1; c < 256; ++c)
+      Store(copy, layout::FreePoolHeadOffset(static_cast<uint8_t>(c)), 0);
+  }
+  std::vector<uint8_t> buffer;
+  // Every copy gets the same pool.
+  PoolBuilder pool(named_bytes, [&](uint8_t c, uint64_t node, layout::FreeNode& contents) {
+    const uint64_t head_at = layout::FreePoolHeadOffset(c);
+    contents.next = layout::FreePoolHead::Decode(Load(copies[0], head_at)).node;
+    buffer.resize(layout::FreeNodeBytes(c));
+    layout::EncodeFreeNode(contents, c, buffer.data());
+    for (uint8_t* copy : copies) {
+      // Word stores: the server's heap census may walk the pool meanwhile.
+      fabric::CopyToShared(copy + node, buffer.data(), buffer.size());
+      Store(copy, head_at, layout::FreePoolHead{.tag = 0, .node = node}.Encode());
+    }
+    return absl::OkStatus();
   });
-  stats.pooled_bytes = pool.Finish();
+  absl::Status added = absl::OkStatus();
+  named.ForEachGap(named.end(), [&](uint64_t begin, uint64_t end) {
+    if (added.ok()) added = pool.AddGap(layout.heap_offset + begin, layout.heap_offset + end);
+  });
+  RKV_RETURN_IF_ERROR(added);
+  RKV_ASSIGN_OR_RETURN(stats.pooled_bytes, pool.Finish());
   stats.heap_cursor = named.end();
   for (uint8_t* copy : copies) Store(copy, layout::HeaderOffsets::kHeapCursor, stats.heap_cursor);
   return stats;

@@ -9,29 +9,44 @@
 namespace rkv::server {
 namespace {
 
-uint64_t Load(uint64_t* word) {
+uint64_t LoadWord(uint64_t* word) {
   return std::atomic_ref<uint64_t>(*word).load(std::memory_order_acquire);
 }
 
 }  // namespace
 
-SessionLeases::SessionLeases(uint32_t slots, absl::Duration lease)
+SessionLeases::SessionLeases(uint32_t slots, absl::Duration lease, uint64_t report_words)
     : slots_(slots),
       lease_(lease),
-      words_(new uint64_t[layout::SessionTableBytes(slots) / 8]()),
-      seen_(slots) {}
+      report_words_(report_words),
+      words_(new uint64_t[layout::SessionTableBytes(slots, report_words) / 8]()),
+      seen_(slots) {
+  words_[layout::kSessionReportCapacityOffset / 8] = report_words;
+}
 
 absl::StatusOr<std::unique_ptr<SessionLeases>> SessionLeases::Create(fabric::Fabric& fabric,
                                                                      uint32_t slots,
-                                                                     absl::Duration lease) {
+                                                                     absl::Duration lease,
+                                                                     uint64_t report_words) {
   if (slots == 0 || lease <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("a session table needs slots and a lease");
   }
-  std::unique_ptr<SessionLeases> s(new SessionLeases(slots, lease));
+  std::unique_ptr<SessionLeases> s(new SessionLeases(slots, lease, report_words));
   RKV_ASSIGN_OR_RETURN(
-      s->mr_,
-      fabric.RegisterMemory(s->words_.get(), layout::SessionTableBytes(slots), fabric::kAllAccess));
+      s->mr_, fabric.RegisterMemory(s->words_.get(), layout::SessionTableBytes(slots, report_words),
+                                    fabric::kAllAccess));
   return s;
+}
+
+uint64_t SessionLeases::Load(uint64_t offset) const { return LoadWord(&words_[offset / 8]); }
+
+void SessionLeases::SetRound(uint64_t round_word) {
+  if (layout::CensusPhaseOf(round_word) == layout::kCensusHoldings) {
+    std::atomic_ref<uint64_t>(words_[layout::kSessionReportCursorOffset / 8])
+        .store(0, std::memory_order_release);
+  }
+  std::atomic_ref<uint64_t>(words_[layout::kSessionRoundOffset / 8])
+      .store(round_word, std::memory_order_release);
 }
 
 std::vector<uint64_t> SessionLeases::Check(absl::Time now, fabric::Listener& listener) {
@@ -45,8 +60,8 @@ std::vector<uint64_t> SessionLeases::Check(absl::Time now, fabric::Listener& lis
   for (uint32_t i = 0; i < slots_; ++i) {
     uint64_t* owner_word = &words_[layout::SessionOwnerOffset(i) / 8];
     uint64_t* renewal_word = &words_[layout::SessionRenewalOffset(i) / 8];
-    const uint64_t owner = Load(owner_word);
-    const uint64_t renewal = Load(renewal_word);
+    const uint64_t owner = LoadWord(owner_word);
+    const uint64_t renewal = LoadWord(renewal_word);
     Seen& seen = seen_[i];
     if (owner == 0) {
       seen = {};

@@ -14,14 +14,16 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/fabric/fabric.h"
+#include "common/layout/region_format.h"
 
 namespace rkv::server {
 
 class SessionLeases {
  public:
+  // `report_words`: room for the heap census's reports (heap_reclaim.h).
   static absl::StatusOr<std::unique_ptr<SessionLeases>> Create(fabric::Fabric& fabric,
-                                                               uint32_t slots,
-                                                               absl::Duration lease);
+                                                               uint32_t slots, absl::Duration lease,
+                                                               uint64_t report_words);
   SessionLeases(const SessionLeases&) = delete;
   SessionLeases& operator=(const SessionLeases&) = delete;
 
@@ -44,12 +46,24 @@ class SessionLeases {
   uint32_t live() const { return live_.load(std::memory_order_relaxed); }
   uint64_t fenced() const { return fenced_.load(std::memory_order_relaxed); }
 
+  // The heap census's view of the table (region_format.h, "The heap
+  // census"), read as clients write it.
+  uint64_t owner(uint32_t slot) const { return Load(layout::SessionOwnerOffset(slot)); }
+  uint64_t ack(uint32_t slot) const { return Load(layout::SessionAckOffset(slot)); }
+  // Starts a round's phase; the holdings phase empties the report area.
+  void SetRound(uint64_t round_word);
+  uint64_t report_cursor() const { return Load(layout::kSessionReportCursorOffset); }
+  uint64_t report_words() const { return report_words_; }
+  // Report word i (below report_cursor() and report_words()).
+  uint64_t report(uint64_t i) const { return Load(layout::SessionReportOffset(slots_) + 8 * i); }
+
   // The table's words, for tests that stage entries. Clients change them
   // concurrently: access them with std::atomic_ref.
   uint64_t* WordsForTesting() const { return words_.get(); }
 
  private:
-  SessionLeases(uint32_t slots, absl::Duration lease);
+  SessionLeases(uint32_t slots, absl::Duration lease, uint64_t report_words);
+  uint64_t Load(uint64_t offset) const;
 
   struct Seen {
     uint64_t owner = 0;
@@ -58,6 +72,7 @@ class SessionLeases {
   };
   const uint32_t slots_;
   const absl::Duration lease_;
+  const uint64_t report_words_;
   std::unique_ptr<uint64_t[]> words_;
   std::unique_ptr<fabric::MemoryRegion> mr_;
   std::vector<Seen> seen_;

@@ -30,6 +30,7 @@ absl::StatusOr<std::unique_ptr<KvTestEnv>> KvTestEnv::Create(
   fabric::FabricOptions fo;
   fo.kind = fabric::FabricKind::kSoft;
   server::RegionServerOptions so = server_options;
+  so.reclaim = so.reclaim && replicas == 1;  // As kvserver: only a lone copy.
   if (backend == KvBackend::kSoftSim) {
     env->sim = std::make_shared<fabric::SimNetwork>(sim_seed);
     so.listen_address = "server";

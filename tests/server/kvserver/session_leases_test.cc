@@ -13,22 +13,12 @@
 #include "gtest/gtest.h"
 #include "server/kvserver/region_server.h"
 #include "tests/client/region/kv_test_env.h"
+#include "tests/client/region/manual_clock.h"
 
 namespace rkv::testing {
 namespace {
 
 constexpr absl::Duration kLease = absl::Seconds(2);
-
-// A clock a test moves by hand.
-struct ManualClock {
-  std::shared_ptr<std::atomic<int64_t>> us = std::make_shared<std::atomic<int64_t>>(0);
-  std::function<absl::Time()> fn() const {
-    return
-        [us = us] { return absl::UnixEpoch() + absl::Hours(1) + absl::Microseconds(us->load()); };
-  }
-  absl::Time now() const { return fn()(); }
-  void Advance(absl::Duration d) { *us += absl::ToInt64Microseconds(d); }
-};
 
 class SessionLeasesTest : public ::testing::TestWithParam<KvBackend> {
  protected:

@@ -1,0 +1,126 @@
+// Takes back, while the region serves, the heap that client sessions the
+// server fenced held: chunks they had reserved, blocks they had freed and
+// not reused, blocks of writes they never linked. Those are the heap the
+// index does not name, the free pool does not hold and no live session
+// holds; a heap census finds them (common/layout/region_format.h, "The
+// heap census"): live sessions report what they hold and track what they
+// take meanwhile, the server marks the index, the pool and the reports on
+// a HeapMap, and pushes every gap below the heap cursor onto the free pool
+// — over a queue pair to its own region, so that the pushes are atomic
+// with the clients' pops on every fabric (a NIC's atomics need not be with
+// the CPU's). Nobody's operation waits for a round or fails because of one.
+//
+// Why it is safe: take a block B unmarked at the scan, so neither named
+// nor pooled nor reported. Should a live session ever link or push B, it
+// held B at the scan: B was then in what it reported as held (it held B
+// at its ack, which came before the scan) or in what it tracked (it took
+// B in between). A fenced session can do nothing at all any more.
+//
+// Only for a region of one copy: the backups of a replicated region keep
+// blocks of failed writes out of use (a tentative word may name them),
+// which the primary's scan cannot see. Steps run on the lease checker's
+// thread (or the simulation's), never on the data path.
+#ifndef RKV_SERVER_KVSERVER_HEAP_RECLAIM_H_
+#define RKV_SERVER_KVSERVER_HEAP_RECLAIM_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "common/fabric/fabric.h"
+#include "common/layout/region_format.h"
+#include "server/kvserver/heap_map.h"
+#include "server/kvserver/session_leases.h"
+
+namespace rkv::server {
+
+class HeapReclaim {
+ public:
+  // `address`: how to reach the region now (its rkey changes when it is
+  // fenced).
+  HeapReclaim(fabric::Fabric& fabric, uint8_t* memory, const layout::Layout& layout,
+              SessionLeases& leases, std::function<fabric::RemoteRegion()> address);
+  ~HeapReclaim();
+  HeapReclaim(const HeapReclaim&) = delete;
+  HeapReclaim& operator=(const HeapReclaim&) = delete;
+
+  // Runs after each lease check, with the sessions it fenced: starts a
+  // round once a fenced session's heap waits for one, and moves a round on
+  // as far as the sessions' acks allow.
+  void Step(absl::Time now, absl::Span<const uint64_t> fenced);
+  // A round is under way: steps should come every few milliseconds.
+  bool busy() const { return phase_ != layout::kCensusIdle; }
+  // Whether rounds may start (not on a replicated region's copies); a
+  // round under way when disabled is given up at the next step.
+  void set_enabled(bool enabled) { enabled_.store(enabled, std::memory_order_relaxed); }
+  // Gives up the round under way (the region is fenced or settled: its
+  // pool is rebuilt, so what this round would push is pooled already).
+  void Abandon() {
+    if (busy()) End("the region was fenced or settled");
+  }
+
+  // Heap handed back to the pool, and rounds completed, since the start.
+  uint64_t reclaimed_bytes() const { return reclaimed_.load(std::memory_order_relaxed); }
+  uint64_t rounds() const { return rounds_done_.load(std::memory_order_relaxed); }
+
+ private:
+  struct Participant {
+    uint32_t slot;
+    uint64_t owner;
+  };
+  void Start(absl::Time now);
+  // Every participant still there acked `word`, and every session present
+  // too when `everyone`; false while some must still answer. Sets
+  // `*gone` when a participant left without being fenced (it closed: what
+  // it handed back at close may have gone unseen).
+  bool Acked(uint64_t word, bool everyone, bool* gone) const;
+  // Marks the index and the pool; false when the pool would not hold still.
+  bool Scan();
+  // Marks the reports; false when they outran the report area.
+  bool MarkReports();
+  void MarkWord(uint64_t word, uint64_t next, bool* range);
+  absl::StatusOr<uint64_t> PushGaps();
+  absl::Status Connect();
+  // Pushes a node onto its class's stack (a WRITE of the node and a CAS of
+  // the head, on the queue pair to the region).
+  absl::Status PushNode(uint8_t size_class, uint64_t node, layout::FreeNode& contents);
+  void End(const char* why);
+
+  fabric::Fabric& fabric_;
+  uint8_t* const memory_;
+  const layout::Layout layout_;
+  SessionLeases& leases_;
+  const std::function<fabric::RemoteRegion()> address_;
+  std::atomic<bool> enabled_{true};
+
+  bool owed_ = false;  // Fenced sessions' heap awaits a round.
+  absl::Time retry_at_ = absl::InfinitePast();
+  uint64_t round_ = 0;
+  layout::CensusPhase phase_ = layout::kCensusIdle;
+  absl::Time started_;
+  std::vector<Participant> participants_;
+  absl::flat_hash_set<uint64_t> fenced_;  // During the round.
+  std::optional<HeapMap> map_;
+  std::array<uint64_t, 256> named_bytes_{};
+  uint64_t cursor_ = 0;  // The heap cursor at the scan.
+
+  // The queue pair to the region, and its staging memory.
+  std::unique_ptr<fabric::QueuePair> qp_;
+  std::vector<uint8_t> staging_;
+  std::unique_ptr<fabric::MemoryRegion> staging_mr_;
+  fabric::RemoteRegion region_;
+
+  std::atomic<uint64_t> reclaimed_{0};
+  std::atomic<uint64_t> rounds_done_{0};
+};
+
+}  // namespace rkv::server
+
+#endif  // RKV_SERVER_KVSERVER_HEAP_RECLAIM_H_
