@@ -200,6 +200,7 @@ int Status(rkv::CoordinatorStub& coord, const std::string& token) {
                 << ", \"heap_pool_partial\": " << (s.stats().heap_pool_partial() ? "true" : "false")
                 << ", \"client_sessions\": " << s.stats().client_sessions()
                 << ", \"client_sessions_fenced\": " << s.stats().client_sessions_fenced()
+                << ", \"heap_reclaimed\": " << s.stats().heap_reclaimed()
                 << ", \"last_heard_ms\": " << s.last_heard_ms() << "}";
     }
     std::cout << "], \"replicas\": " << std::max<uint32_t>(1, map.replicas()) << ", \"groups\": [";

@@ -10,7 +10,7 @@ namespace rkv::client_internal {
 namespace {
 
 // Report words a round writes; the last slot of the buffer is the ack's.
-constexpr uint64_t kPieceWords = 2047;
+constexpr uint64_t kPieceWords = 1023;
 
 }  // namespace
 

@@ -37,6 +37,7 @@ HeapReclaim::HeapReclaim(fabric::Fabric& fabric, uint8_t* memory, const layout::
 HeapReclaim::~HeapReclaim() = default;
 
 void HeapReclaim::Step(absl::Time now, absl::Span<const uint64_t> fenced) {
+  now_ = now;
   if (!fenced.empty()) {
     owed_ = true;
     if (phase_ != layout::kCensusIdle) fenced_.insert(fenced.begin(), fenced.end());
@@ -252,7 +253,7 @@ void HeapReclaim::End(const char* why) {
     RKV_LOG(WARNING) << "heap census round " << round_ << " given up: " << why
                      << "; another follows";
     owed_ = true;
-    retry_at_ = started_ + leases_.lease();
+    retry_at_ = now_ + leases_.lease() / 2;
   }
   phase_ = layout::kCensusIdle;
   leases_.SetRound(layout::CensusRoundWord(round_, phase_));

@@ -102,6 +102,7 @@ class HeapReclaim {
 
   bool owed_ = false;  // Fenced sessions' heap awaits a round.
   absl::Time retry_at_ = absl::InfinitePast();
+  absl::Time now_;  // Of the last step.
   uint64_t round_ = 0;
   layout::CensusPhase phase_ = layout::kCensusIdle;
   absl::Time started_;

@@ -30,6 +30,7 @@ proto::RegionStats ToProto(const RegionStats& s) {
   p.set_heap_pool_partial(s.heap_pool_partial);
   p.set_client_sessions(s.sessions);
   p.set_client_sessions_fenced(s.sessions_fenced);
+  p.set_heap_reclaimed(s.heap_reclaimed);
   return p;
 }
 

@@ -33,10 +33,11 @@ struct Workload {
   // over, and the clients open again on the copies left.
   bool failover = false;
   // Client 0 is paused half way through (it neither polls nor sees time
-  // pass) until its lease has lapsed and every copy fenced it, then
-  // resumes: as a process stopped, or in a long collection pause. Its
-  // clock then jumps, or stood still with it (it posts before it learns
-  // of the lapse).
+  // pass) until its lease has lapsed and every copy fenced it — and with
+  // one copy, until a census round handed what it held to the free pool
+  // — then resumes: as a process stopped, or in a long collection pause.
+  // Its clock then jumps, or stood still with it (it posts before it
+  // learns of the lapse).
   bool pause = false;
   lin::OpMix mix;
 };
@@ -131,7 +132,8 @@ std::vector<lin::Operation> RunSimulated(uint64_t seed, const Workload& w,
     if (pause == Pause::kNotYet && issued[0] >= w.ops_per_client / 2) {
       pause = Pause::kPaused;
       clocks[0]->frozen = absl::ToUnixMicros(server_now());
-    } else if (pause == Pause::kPaused && fenced() == copies.size()) {
+    } else if (pause == Pause::kPaused && fenced() == copies.size() &&
+               (copies.size() > 1 || copies[0]->Stats().heap_reclaimed > 0)) {
       pause = Pause::kDone;
       if (clock_stood_still)
         clocks[0]->behind = absl::ToUnixMicros(server_now()) - clocks[0]->frozen;
@@ -326,10 +328,11 @@ TEST(LinearizabilityTest, ReplicatedRegionsSurviveLosingThePrimaryUnderFaults) {
 }
 
 // A client paused past its lease (SIGSTOP, a long collection, a stalled
-// VM) is fenced on every copy; resumed, what it had in flight and what it
-// posts before it learns so fail with unknown outcome — none of its
-// requests executes any more — and it goes on as a new session. With 1 to
-// 3 copies, 1,000 seeds.
+// VM) is fenced on every copy — with one copy, its heap reclaimed too;
+// resumed, what it had in flight and what it posts before it learns so
+// fail with unknown outcome — none of its requests executes any more — and
+// it goes on as a new session, with none of the heap it held. With 1 to 3
+// copies, 1,000 seeds.
 TEST(LinearizabilityTest, ClientsPausedPastTheirLeaseAreFencedAndResume) {
   // Under a sanitizer (RKV_SIM_SEEDS, as the cluster simulation takes it;
   // empty is unset), a sample.

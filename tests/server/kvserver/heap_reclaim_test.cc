@@ -12,6 +12,7 @@
 #include "server/kvserver/region_server.h"
 #include "tests/client/region/kv_test_env.h"
 #include "tests/client/region/manual_clock.h"
+#include "tests/common/fabric/verbs_test_setup.h"
 
 namespace rkv::testing {
 namespace {
@@ -29,7 +30,7 @@ class HeapReclaimTest : public ::testing::TestWithParam<KvBackend> {
                                               .client_lease = kLease,
                                               .session_slots = 64,
                                               .lease_thread = false});
-    ASSERT_TRUE(env.ok()) << env.status();
+    if (!env.ok()) RKV_SKIP_OR_FAIL(env.status());
     env_ = std::move(env).value();
   }
 
@@ -114,7 +115,8 @@ TEST_P(HeapReclaimTest, CrashedWritersHeapComesBackWhileALiveWriterKeepsAllItHol
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, HeapReclaimTest,
-                         ::testing::Values(KvBackend::kSoftTcp, KvBackend::kSoftSim),
+                         ::testing::Values(KvBackend::kSoftTcp, KvBackend::kSoftSim,
+                                           KvBackend::kVerbs),
                          [](const auto& info) { return KvBackendName(info.param); });
 
 }  // namespace
