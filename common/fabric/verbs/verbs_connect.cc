@@ -125,13 +125,20 @@ absl::StatusOr<std::unique_ptr<CmConnection>> NewCmId(const std::string& what) {
 
 // rdma_cm resolves the address, route, GID and path MTU for us. The route
 // must leave through this fabric's device: a queue pair on another one
-// could not use its protection domain.
+// could not use its protection domain. `source`: the address to leave from
+// (nullptr: the route's).
 absl::Status ResolveAddressAndRoute(const VerbsDevice& device, CmConnection& conn,
-                                    const sockaddr_in& target, absl::Duration timeout,
-                                    const std::string& what) {
+                                    const sockaddr_in& target, const sockaddr_in* source,
+                                    absl::Duration timeout, const std::string& what) {
   const int timeout_ms = static_cast<int>(absl::ToInt64Milliseconds(timeout));
   sockaddr_in sa = target;
-  if (rdma_resolve_addr(conn.id, nullptr, reinterpret_cast<sockaddr*>(&sa), timeout_ms) != 0) {
+  sockaddr_in src{};
+  if (source != nullptr) {
+    src = *source;
+    src.sin_port = 0;
+  }
+  if (rdma_resolve_addr(conn.id, source != nullptr ? reinterpret_cast<sockaddr*>(&src) : nullptr,
+                        reinterpret_cast<sockaddr*>(&sa), timeout_ms) != 0) {
     return Unreachable(what, errno);
   }
   RKV_RETURN_IF_ERROR(ExpectEvent(conn.channel, RDMA_CM_EVENT_ADDR_RESOLVED, timeout, what));
@@ -251,7 +258,19 @@ absl::StatusOr<CmConnected> ConnectCm(const VerbsDevice& device, const sockaddr_
   const std::string what = absl::StrCat("verbs connect to ", endpoint.address);
   RKV_RETURN_IF_ERROR(CheckQueuePairOptions(device, options, what));
   RKV_ASSIGN_OR_RETURN(std::unique_ptr<CmConnection> conn, NewCmId(what));
-  RKV_RETURN_IF_ERROR(ResolveAddressAndRoute(device, *conn, target, options.connect_timeout, what));
+  absl::Status resolved =
+      ResolveAddressAndRoute(device, *conn, target, nullptr, options.connect_timeout, what);
+  if (absl::IsFailedPrecondition(resolved)) {
+    // The target may be an address of this very device (a server reaching
+    // its own region): left from that address, the route stays on it.
+    RKV_ASSIGN_OR_RETURN(std::unique_ptr<CmConnection> local, NewCmId(what));
+    if (ResolveAddressAndRoute(device, *local, target, &target, options.connect_timeout, what)
+            .ok()) {
+      conn = std::move(local);
+      resolved = absl::OkStatus();
+    }
+  }
+  RKV_RETURN_IF_ERROR(resolved);
   RKV_ASSIGN_OR_RETURN(const uint32_t max_inline_data,
                        CreateQueuePair(device, *conn, options, shared_channel, what));
   RKV_RETURN_IF_ERROR(
