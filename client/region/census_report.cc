@@ -26,7 +26,7 @@ absl::Status CensusReport::Init(Session& session, RegionCopies& copies, const Se
     tracked_copy_ = tracked_copy;
   }
   if (!lease.held()) return absl::OkStatus();
-  s_ = &session;
+  heap_ = &heap;
   copies_ = lease.copies();
   headers_ = ScratchBuffer::Allocate(session.scratch(), layout::kCensusHeaderBytes * copies_);
   words_ = ScratchBuffer::Allocate(session.scratch(), 8 * (kPieceWords + 1));
@@ -74,8 +74,9 @@ bool CensusReport::busy() const {
   return false;
 }
 
-bool CensusReport::MaybeStart(HeapAllocator& heap, const HeldBlocks& held, OpRounds& rounds) {
-  if (state_ != State::kIdle) return false;
+bool CensusReport::MaybeStart(const HeldBlocks& held, OpRounds& rounds) {
+  if (state_ != State::kIdle || heap_ == nullptr) return false;
+  HeapAllocator& heap = *heap_;
   for (int r = 0; r < copies_; ++r) {
     uint64_t header[3];
     std::memcpy(header, headers_.data() + layout::kCensusHeaderBytes * r, sizeof(header));
@@ -99,7 +100,9 @@ bool CensusReport::MaybeStart(HeapAllocator& heap, const HeldBlocks& held, OpRou
       heap.Holdings(&report_);
       held(&report_);
     } else if (heap.tracking() && r == tracked_copy_ && round == tracked_round_) {
-      heap.TakeTracked(&report_);
+      // Tracking stops once the ack landed: should the report be lost with
+      // the connection, the session reconnects and reports it again.
+      heap.Tracked(&report_);
     }
     // A session that saw the round only once its scan was done has nothing
     // to tell: it reports nothing, and acks.
@@ -129,6 +132,10 @@ bool CensusReport::OnRound(OpRounds& rounds) {
     state_ = State::kWords;
   } else if (sent_ == report_.size()) {  // The ack landed.
     tables_[copy_].acked = answer_;
+    if (layout::CensusPhaseOf(answer_) == layout::kCensusTracked && heap_->tracking() &&
+        copy_ == tracked_copy_ && layout::CensusRoundOf(answer_) == tracked_round_) {
+      heap_->StopTracking();
+    }
     state_ = State::kIdle;
     return true;
   }

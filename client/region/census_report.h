@@ -42,9 +42,9 @@ class CensusReport {
   bool busy() const;
 
   // After a renewal's header reads landed: when a copy's round asks for a
-  // report, builds it (what `heap` holds, or tracked; and `held`) and adds
-  // its first round to `rounds`; true when it did.
-  bool MaybeStart(HeapAllocator& heap, const HeldBlocks& held, OpRounds& rounds);
+  // report, builds it (what the heap allocator holds, or tracked; and
+  // `held`) and adds its first round to `rounds`; true when it did.
+  bool MaybeStart(const HeldBlocks& held, OpRounds& rounds);
   // After a round of the report landed: true when the report is done, else
   // adds the next round to `rounds`.
   bool OnRound(OpRounds& rounds);
@@ -61,7 +61,7 @@ class CensusReport {
     uint64_t acked = 0;  // The last round word acked.
   };
   enum class State { kIdle, kCursor, kWords };
-  Session* s_ = nullptr;
+  HeapAllocator* heap_ = nullptr;  // Init's.
   int copies_ = 0;
   std::array<Table, kMaxReplicas> tables_{};
   ScratchBuffer headers_;  // kCensusHeaderBytes per copy, as last read.

@@ -289,7 +289,7 @@ bool ClientImpl::OnRenewed(size_t* finished) {
       }
     }
   };
-  if (!census_.MaybeStart(*heap_, held, census_rounds_)) return true;
+  if (!census_.MaybeStart(held, census_rounds_)) return true;
   census_waiting_ = batcher_.Append(census_slot(), census_rounds_);
   return PostBatches(finished);
 }

@@ -150,11 +150,6 @@ void HeapAllocator::StartTracking() {
   tracking_ = true;
 }
 
-void HeapAllocator::TakeTracked(std::vector<uint64_t>* out) {
-  out->insert(out->end(), tracked_.begin(), tracked_.end());
-  StopTracking();
-}
-
 void HeapAllocator::StopTracking() {
   tracking_ = false;
   tracked_.clear();

@@ -64,8 +64,10 @@ class HeapAllocator {
   // block and range it takes in, until TakeTracked or StopTracking.
   void StartTracking();
   bool tracking() const { return tracking_; }
-  // Moves what it recorded into `out` and stops recording.
-  void TakeTracked(std::vector<uint64_t>* out);
+  // Appends what it recorded to `out`.
+  void Tracked(std::vector<uint64_t>* out) const {
+    out->insert(out->end(), tracked_.begin(), tracked_.end());
+  }
   void StopTracking();
 
  private:

@@ -13,6 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/lib/proc.sh
 source tests/lib/kvbench_json.sh
+source tests/lib/writer_kills.sh
 bin="$(cd "${1:?usage: client_crash_reclaim.sh BIN_DIR [KILLS]}" && pwd)"
 kills="${2:-100}"
 records=5000
@@ -27,27 +28,7 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "client_crash_reclaim: $*" >&2; exit 1; }
 
-bash scripts/cluster.sh start 1 >/dev/null
-coord=$(bash scripts/cluster.sh coordinators)
-flags=(--coordinator="$coord" --token_file="$RKV_CLUSTER_DIR/token" --records=$records
-       --value_size=1000)
-
-# server_stat KEY: server s1's figure from kvctl status --json.
-server_stat() {
-  "$bin/kvctl" --coordinator="$coord" --token_file="$RKV_CLUSTER_DIR/token" status --json |
-    grep -o "\"$1\": [0-9]*" | head -1 | awk '{print $2}'
-}
-# wait_stat KEY OP VALUE [SECONDS]: until the figure compares so (usage is
-# counted every 5 s), 60 s at most.
-wait_stat() {
-  local deadline=$((SECONDS + ${4:-60})) v
-  while :; do
-    v=$(server_stat "$1")
-    [ -n "$v" ] && [ "$v" "$2" "$3" ] && return 0
-    [ "$SECONDS" -lt "$deadline" ] || fail "$1 is $v, not $2 $3, after ${4:-60} s"
-    sleep 0.2
-  done
-}
+start_one_server $records
 heap_line() {
   echo "$(($(server_stat heap_live) >> 20)) MiB live, $(($(server_stat heap_pooled) >> 20)) MiB pooled, $(($(server_stat heap_held) >> 20)) MiB held, $(($(server_stat heap_used) >> 20)) of $(($(server_stat heap_bytes) >> 20)) MiB handed out by the cursor"
 }
@@ -56,23 +37,7 @@ heap_line() {
 wait_stat slots_used -eq $records
 echo "loaded: $(heap_line)"
 
-for i in $(seq 1 "$kills"); do
-  out="$RKV_CLUSTER_DIR/writer.out"
-  "$bin/kvbench" "${flags[@]}" --phase=run --workload=a --threads=2 --outstanding=16 \
-    --duration=120s >"$out" 2>&1 &
-  pid=$!
-  start=$(proc_start_time "$pid")
-  # Killed once it has written for a second (its first progress line).
-  deadline=$((SECONDS + 60))
-  until grep -qE '^run +[0-9.]+ s +[1-9][0-9]* ops' "$out"; do
-    proc_alive "$pid" "$start" || fail "writer $i exited early: $(tail -3 "$out")"
-    [ "$SECONDS" -lt "$deadline" ] || fail "writer $i wrote nothing in 60 s"
-    sleep 0.05
-  done
-  kill -9 "$pid"
-  proc_wait_gone "$pid" "$start" 10 || fail "writer $i outlived SIGKILL"
-  wait "$pid" 2>/dev/null || true
-done
+kill_writers "$kills"
 echo "after $kills killed writers: $(heap_line)"
 # Their leases lapse, the server fences them, and a census round takes
 # back what they held: no session left, nothing held.
@@ -83,13 +48,7 @@ wait_stat heap_reclaimed -gt 0
 echo "once their leases lapsed: $(heap_line); $(($(server_stat heap_reclaimed) >> 20)) MiB reclaimed in all, $(server_stat client_sessions_fenced) sessions fenced"
 grep -q "heap census round" "$RKV_CLUSTER_DIR/s1.log" || fail "no census round in the server's log"
 
-json="$RKV_CLUSTER_DIR/after.json"
-"$bin/kvbench" "${flags[@]}" --phase=run --workload=a --threads=2 --outstanding=16 \
-  --duration=2s --verify --progress=false --json="$json" >/dev/null ||
-  fail "YCSB-A after the crashes: kvbench exited with $?"
-[ "$(kvbench_field "$json" run errors)" = 0 ] ||
-  fail "YCSB-A after the crashes had errors: $(cat "$json")"
-grep -q '"mismatches": 0' "$json" || fail "YCSB-A after the crashes read wrong values"
+ycsb_a_clean "after the crashes"
 wait_stat slots_used -eq $records
-echo "YCSB-A after the crashes: $(kvbench_field "$json" run operations) operations, 0 errors; $(heap_line)"
+echo "and then: $(heap_line)"
 echo "client_crash_reclaim: ok"

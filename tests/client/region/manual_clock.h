@@ -8,6 +8,8 @@
 #include <memory>
 
 #include "absl/time/time.h"
+#include "gtest/gtest.h"
+#include "tests/client/region/kv_test_env.h"
 
 namespace rkv::testing {
 
@@ -20,6 +22,17 @@ struct ManualClock {
   absl::Time now() const { return fn()(); }
   void Advance(absl::Duration d) { *us += absl::ToInt64Microseconds(d); }
 };
+
+// A client of `env` whose clock is `clock`; null (a test failure) when it
+// cannot open.
+inline std::unique_ptr<client_internal::RegionClient> OpenOn(KvTestEnv& env,
+                                                             const ManualClock& clock) {
+  client_internal::OpenOptions o = env.client_options();
+  o.clock = clock.fn();
+  auto c = env.NewClient(o);
+  EXPECT_TRUE(c.ok()) << c.status();
+  return c.ok() ? std::move(c).value() : nullptr;
+}
 
 }  // namespace rkv::testing
 

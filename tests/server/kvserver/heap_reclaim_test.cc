@@ -35,11 +35,7 @@ class HeapReclaimTest : public ::testing::TestWithParam<KvBackend> {
   }
 
   std::unique_ptr<client_internal::RegionClient> Open(const ManualClock& clock) {
-    client_internal::OpenOptions o = env_->client_options();
-    o.clock = clock.fn();
-    auto c = env_->NewClient(o);
-    EXPECT_TRUE(c.ok()) << c.status();
-    return c.ok() ? std::move(c).value() : nullptr;
+    return OpenOn(*env_, clock);
   }
 
   std::unique_ptr<KvTestEnv> env_;

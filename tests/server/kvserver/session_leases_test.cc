@@ -31,13 +31,8 @@ class SessionLeasesTest : public ::testing::TestWithParam<KvBackend> {
     env_ = std::move(env).value();
   }
 
-  // A client on `clock`.
   std::unique_ptr<client_internal::RegionClient> Open(const ManualClock& clock) {
-    client_internal::OpenOptions o = env_->client_options();
-    o.clock = clock.fn();
-    auto c = env_->NewClient(o);
-    EXPECT_TRUE(c.ok()) << c.status();
-    return c.ok() ? std::move(c).value() : nullptr;
+    return OpenOn(*env_, clock);
   }
 
   std::unique_ptr<KvTestEnv> env_;

@@ -1,0 +1,65 @@
+# Sourced by the client-crash tests: one server of one copy
+# (scripts/cluster.sh), its figures from kvctl status, and writers killed
+# mid-run. Expects RKV_CLUSTER_DIR and bin set, and fail() defined.
+
+# Starts the cluster and sets coord and flags (kvbench's, for RECORDS
+# records of 1000 B).
+start_one_server() {
+  bash scripts/cluster.sh start 1 >/dev/null
+  coord=$(bash scripts/cluster.sh coordinators)
+  flags=(--coordinator="$coord" --token_file="$RKV_CLUSTER_DIR/token" --records="$1"
+         --value_size=1000)
+}
+
+# server_stat KEY: server s1's figure from kvctl status --json.
+server_stat() {
+  "$bin/kvctl" --coordinator="$coord" --token_file="$RKV_CLUSTER_DIR/token" status --json |
+    grep -o "\"$1\": [0-9]*" | head -1 | awk '{print $2}'
+}
+
+# wait_stat KEY OP VALUE: until the figure compares so (usage is counted
+# every 5 s), 60 s at most.
+wait_stat() {
+  local deadline=$((SECONDS + 60)) v
+  while :; do
+    v=$(server_stat "$1")
+    [ -n "$v" ] && [ "$v" "$2" "$3" ] && return 0
+    [ "$SECONDS" -lt "$deadline" ] || fail "$1 is $v, not $2 $3, after 60 s"
+    sleep 0.2
+  done
+}
+
+# kill_writers N: N times, a YCSB-A kvbench (2 threads x 16 in flight)
+# killed with SIGKILL once it has written for a second (its first
+# progress line).
+kill_writers() {
+  local i out pid start deadline
+  for i in $(seq 1 "$1"); do
+    out="$RKV_CLUSTER_DIR/writer.out"
+    "$bin/kvbench" "${flags[@]}" --phase=run --workload=a --threads=2 --outstanding=16 \
+      --duration=120s >"$out" 2>&1 &
+    pid=$!
+    start=$(proc_start_time "$pid")
+    deadline=$((SECONDS + 60))
+    until grep -qE '^run +[0-9.]+ s +[1-9][0-9]* ops' "$out"; do
+      proc_alive "$pid" "$start" || fail "writer $i exited early: $(tail -3 "$out")"
+      [ "$SECONDS" -lt "$deadline" ] || fail "writer $i wrote nothing in 60 s"
+      sleep 0.05
+    done
+    kill -9 "$pid"
+    proc_wait_gone "$pid" "$start" 10 || fail "writer $i outlived SIGKILL"
+    wait "$pid" 2>/dev/null || true
+  done
+}
+
+# ycsb_a_clean WHEN: a 2 s YCSB-A run that verifies what it reads: no
+# error, no wrong value.
+ycsb_a_clean() {
+  local json="$RKV_CLUSTER_DIR/after.json"
+  "$bin/kvbench" "${flags[@]}" --phase=run --workload=a --threads=2 --outstanding=16 \
+    --duration=2s --verify --progress=false --json="$json" >/dev/null ||
+    fail "YCSB-A $1: kvbench exited with $?"
+  [ "$(kvbench_field "$json" run errors)" = 0 ] || fail "YCSB-A $1 had errors: $(cat "$json")"
+  grep -q '"mismatches": 0' "$json" || fail "YCSB-A $1 read wrong values"
+  echo "YCSB-A $1: $(kvbench_field "$json" run operations) operations, 0 errors"
+}
