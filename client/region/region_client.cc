@@ -88,6 +88,7 @@ class ClientImpl final : public client_internal::RegionClient, public client_int
     const bool quiet = lease_waiting_ == 0 && census_waiting_ == 0;
     if (copies_.connected() && heap_ != nullptr && scheduler_.active() == 0 && !pool_push_ &&
         quiet) {
+      lease_.Depart(*this, copies_);
       if (absl::Status s = ReturnFreeBlocks(*this, copies_, real_clock_); !s.ok()) {
         RKV_LOG(WARNING) << "freed blocks not handed back to the server (they stay unused): " << s;
       }

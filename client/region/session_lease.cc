@@ -81,6 +81,20 @@ void SessionLease::OnRenewed() {
   renewed_ = posted_;
 }
 
+void SessionLease::Depart(Session& session, RegionCopies& copies) {
+  if (!held() || !copies.connected()) return;
+  for (int r = 0; r < copies_; ++r) {
+    const layout::Layout& h = copies.header(r);
+    // Best effort: a session that cannot count itself cannot hand anything
+    // back either.
+    (void)copies.RunSync(
+        {fabric::WorkRequest::Faa(0, word_.As<uint64_t>(), session.lkey(),
+                                  h.session_table + layout::kSessionDeparturesOffset,
+                                  h.session_rkey, 1)},
+        r);
+  }
+}
+
 void SessionLease::Release(Session& session, RegionCopies& copies) {
   if (!held()) return;
   Empty(session, copies);

@@ -55,6 +55,10 @@ class SessionLease {
     return held() && (now < renewed_ || now - renewed_ >= lease_ / 2);
   }
 
+  // Counts the session in every copy's departures (round trips of its
+  // own), before a close hands its heap back: a census round under way
+  // may have walked the free pool already.
+  void Depart(Session& session, RegionCopies& copies);
   // Empties the entries (round trips of its own): the session closes.
   void Release(Session& session, RegionCopies& copies);
 

@@ -289,6 +289,7 @@ inline constexpr uint64_t SessionAckOffset(uint32_t slot) { return SessionOwnerO
 //   round (8)            census round << 8 | phase, the server's to write
 //   report cursor (8)    words of the report area taken (clients FAA it)
 //   report capacity (8)  words the report area holds
+//   departures (8)       sessions that began to close (clients FAA it)
 // A round runs in phases a client learns of from the header, which it
 // reads with each renewal:
 //   1 holdings  every session reports what it holds (free lists, chunks,
@@ -300,7 +301,10 @@ inline constexpr uint64_t SessionAckOffset(uint32_t slot) { return SessionOwnerO
 // A session reports by FAA of the cursor, then WRITEs of its words and of
 // its ack — the round word of the phase it answers — on one queue pair,
 // so that the words have landed when the ack is seen. A session that
-// claims its entry during a round tracks from then on. The server then
+// claims its entry during a round tracks from then on. A session that
+// closes counts itself in departures before it hands its heap back to the
+// free pool, which the scan may have walked already: a round during which
+// one did so is given up. The server then
 // hands to the free pool every gap below the cursor it read that nothing
 // marked. A report word stands alone (a report cut short by a fence spoils
 // no other): size class << 56 | region offset, a block; or
@@ -308,6 +312,7 @@ inline constexpr uint64_t SessionAckOffset(uint32_t slot) { return SessionOwnerO
 inline constexpr uint64_t kSessionRoundOffset = 0;
 inline constexpr uint64_t kSessionReportCursorOffset = 8;
 inline constexpr uint64_t kSessionReportCapacityOffset = 16;
+inline constexpr uint64_t kSessionDeparturesOffset = 24;
 inline constexpr uint64_t kCensusHeaderBytes = 24;  // What a client reads.
 enum CensusPhase : uint64_t { kCensusIdle = 0, kCensusHoldings = 1, kCensusTracked = 2 };
 inline constexpr uint64_t CensusRoundWord(uint64_t round, CensusPhase phase) {

@@ -41,6 +41,9 @@ void HeapReclaim::Step(absl::Time now, absl::Span<const uint64_t> fenced) {
   if (!fenced.empty()) {
     owed_ = true;
     if (phase_ != layout::kCensusIdle) fenced_.insert(fenced.begin(), fenced.end());
+    // A session live at the scan may have linked or pushed what it took
+    // since its ack, before it was fenced: only its report would say so.
+    if (phase_ == layout::kCensusTracked) return End("a session was fenced before it reported");
   }
   if (phase_ == layout::kCensusIdle) {
     if (owed_ && enabled_.load(std::memory_order_relaxed) && now >= retry_at_) Start(now);
@@ -64,6 +67,9 @@ void HeapReclaim::Step(absl::Time now, absl::Span<const uint64_t> fenced) {
     leases_.SetRound(layout::CensusRoundWord(round_, phase_));
     return;
   }
+  // A session that closed handed back what it held, perhaps after the
+  // pool walk; its report may not say all it had.
+  if (leases_.departures() != departures_) return End("a session closed during the round");
   if (!MarkReports()) return End("the reports outran the report area");
   absl::StatusOr<uint64_t> pooled = PushGaps();
   if (!pooled.ok()) {
@@ -87,9 +93,12 @@ void HeapReclaim::Start(absl::Time now) {
   phase_ = layout::kCensusHoldings;
   started_ = now;
   fenced_.clear();
+  departures_ = leases_.departures();
   // The round word first: a session that claims an entry after its slot
-  // was looked at below reads it, and tracks from its claim on.
+  // was looked at below reads it, and tracks from its claim on (the fence
+  // orders this store before the loads, as the claim's CAS does its READ).
   leases_.SetRound(layout::CensusRoundWord(round_, phase_));
+  std::atomic_thread_fence(std::memory_order_seq_cst);
   participants_.clear();
   for (uint32_t i = 0; i < leases_.slots(); ++i) {
     if (const uint64_t owner = leases_.owner(i); owner != 0) participants_.push_back({i, owner});
@@ -253,7 +262,10 @@ void HeapReclaim::End(const char* why) {
     RKV_LOG(WARNING) << "heap census round " << round_ << " given up: " << why
                      << "; another follows";
     owed_ = true;
-    retry_at_ = now_ + leases_.lease() / 2;
+    // A session's report words land before its next renewal, or never
+    // once it is fenced (within a lease and an eighth): by then none of
+    // this round's can overwrite the next round's.
+    retry_at_ = now_ + 2 * leases_.lease();
   }
   phase_ = layout::kCensusIdle;
   leases_.SetRound(layout::CensusRoundWord(round_, phase_));

@@ -85,7 +85,6 @@ class HeapReclaim {
   bool Scan();
   // Marks the reports; false when they outran the report area.
   bool MarkReports();
-  void MarkWord(uint64_t word, uint64_t next, bool* range);
   absl::StatusOr<uint64_t> PushGaps();
   absl::Status Connect();
   // Pushes a node onto its class's stack (a WRITE of the node and a CAS of
@@ -106,6 +105,7 @@ class HeapReclaim {
   uint64_t round_ = 0;
   layout::CensusPhase phase_ = layout::kCensusIdle;
   absl::Time started_;
+  uint64_t departures_ = 0;  // At the start.
   std::vector<Participant> participants_;
   absl::flat_hash_set<uint64_t> fenced_;  // During the round.
   std::optional<HeapMap> map_;

@@ -231,6 +231,7 @@ absl::Status RegionServer::Fence(uint64_t generation) {
 
 void RegionServer::StopServing() {
   StopLeaseChecks();
+  reclaim_.reset();  // Its queue pair to the region goes before the listener.
   listener_.reset();
   region_.reset();
 }

@@ -53,6 +53,7 @@ class SessionLeases {
   // Starts a round's phase; the holdings phase empties the report area.
   void SetRound(uint64_t round_word);
   uint64_t report_cursor() const { return Load(layout::kSessionReportCursorOffset); }
+  uint64_t departures() const { return Load(layout::kSessionDeparturesOffset); }
   uint64_t report_words() const { return report_words_; }
   // Report word i (below report_cursor() and report_words()).
   uint64_t report(uint64_t i) const { return Load(layout::SessionReportOffset(slots_) + 8 * i); }
