@@ -78,9 +78,8 @@ bool CensusReport::MaybeStart(const HeldBlocks& held, OpRounds& rounds) {
   if (state_ != State::kIdle || heap_ == nullptr) return false;
   HeapAllocator& heap = *heap_;
   for (int r = 0; r < copies_; ++r) {
-    uint64_t header[3];
-    std::memcpy(header, headers_.data() + layout::kCensusHeaderBytes * r, sizeof(header));
-    const uint64_t word = header[0];
+    uint64_t word;
+    std::memcpy(&word, headers_.data() + layout::kCensusHeaderBytes * r, 8);
     const uint64_t round = layout::CensusRoundOf(word);
     const layout::CensusPhase phase = layout::CensusPhaseOf(word);
     // The round tracked for ended, or was given up.

@@ -77,7 +77,6 @@ void HeapReclaim::Step(absl::Time now, absl::Span<const uint64_t> fenced) {
     return End("the pushes failed");
   }
   reclaimed_.fetch_add(*pooled, std::memory_order_relaxed);
-  rounds_done_.fetch_add(1, std::memory_order_relaxed);
   RKV_LOG(INFO) << "heap census round " << round_ << ": " << *pooled
                 << " bytes of fenced client sessions' heap back in the free pool";
   // Sessions fenced during the round may have reported what they held:

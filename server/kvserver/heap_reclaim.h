@@ -66,9 +66,8 @@ class HeapReclaim {
     if (busy()) End("the region was fenced or settled");
   }
 
-  // Heap handed back to the pool, and rounds completed, since the start.
+  // Heap handed back to the pool since the start.
   uint64_t reclaimed_bytes() const { return reclaimed_.load(std::memory_order_relaxed); }
-  uint64_t rounds() const { return rounds_done_.load(std::memory_order_relaxed); }
 
  private:
   struct Participant {
@@ -119,7 +118,6 @@ class HeapReclaim {
   fabric::RemoteRegion region_;
 
   std::atomic<uint64_t> reclaimed_{0};
-  std::atomic<uint64_t> rounds_done_{0};
 };
 
 }  // namespace rkv::server
