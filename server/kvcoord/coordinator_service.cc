@@ -285,6 +285,7 @@ grpc::Status CoordinatorService::Heartbeat(grpc::ServerContext* ctx,
   }
   e.last_heard = MonotonicNow();
   *e.info.mutable_stats() = req->stats();
+  SetCensusLocked(req->id(), req->generation(), resp);
   if (!can_order()) return grpc::Status::OK;
   // Each change is stored before the next is considered; one refused
   // ends the exchange at the renewal (the store may no longer lead).
@@ -332,8 +333,28 @@ grpc::Status CoordinatorService::Heartbeat(grpc::ServerContext* ctx,
     }
     *resp->mutable_push() = *std::move(order);
   }
+  SetCensusLocked(req->id(), req->generation(), resp);
   resp->set_hurry(groups_.Reconfiguring(req->id()));
   return grpc::Status::OK;
+}
+
+void CoordinatorService::SetCensusLocked(const std::string& id, uint64_t generation,
+                                         proto::HeartbeatResponse* resp) const {
+  resp->clear_census();
+  resp->clear_census_backups();
+  if (groups_.replicas() < 2) return;
+  const ReplicaGroup* g = groups_.ServingAsPrimary(id, generation);
+  if (g == nullptr) return;
+  for (size_t i = 1; i < g->members.size(); ++i) {
+    auto it = servers_.find(g->members[i].id);
+    // A member registered anew: the group reconfigures.
+    if (it == servers_.end() || it->second.info.region().generation() != g->members[i].generation) {
+      resp->clear_census_backups();
+      return;
+    }
+    *resp->add_census_backups() = it->second.info.region();
+  }
+  resp->set_census(true);
 }
 
 grpc::Status CoordinatorService::Deregister(grpc::ServerContext* ctx,

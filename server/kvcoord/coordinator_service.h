@@ -104,6 +104,10 @@ class CoordinatorService final : public proto::Coordinator::Service, private Sta
   grpc::Status CheckLeading(grpc::ServerContext* ctx, const Leadership& l) const;
   proto::ClusterMap MapLocked() const;
   std::map<std::string, ServerView> ViewsLocked() const;
+  // Tells a replicated group's serving primary to run the heap census, and
+  // where its backups are.
+  void SetCensusLocked(const std::string& id, uint64_t generation,
+                       proto::HeartbeatResponse* resp) const;
   Saved SaveLocked() const { return {servers_, groups_, epoch_}; }
   // Re-evaluates the replica groups, bumps the epoch and stores the state;
   // true when stored (watchers are woken). Otherwise puts `before` back —

@@ -356,6 +356,17 @@ bool ReplicaGroups::Reconfiguring(const std::string& id) const {
   return false;
 }
 
+const ReplicaGroup* ReplicaGroups::ServingAsPrimary(const std::string& id,
+                                                    uint64_t generation) const {
+  for (const ReplicaGroup& g : groups_) {
+    if (g.state == GroupState::kServing && !g.members.empty() &&
+        g.members[0] == Member{id, generation}) {
+      return &g;
+    }
+  }
+  return nullptr;
+}
+
 int ReplicaGroups::PendingPush(const std::string& id,
                                const std::map<std::string, ServerView>& servers) const {
   for (size_t i = 0; i < groups_.size(); ++i) {

@@ -68,6 +68,9 @@ class ReplicaGroups {
   bool MustFence(const std::string& id, uint64_t generation) const;
   // Whether `id` is a member of a group that is reconfiguring.
   bool Reconfiguring(const std::string& id) const;
+  // The group that serves with `id`, registered under `generation`, as its
+  // primary; null if none.
+  const ReplicaGroup* ServingAsPrimary(const std::string& id, uint64_t generation) const;
   // Called before PushFor: once every member of a reconfiguring group is
   // fenced, only the copy of its pusher `id` counts from the moment it is
   // handed the push (a target reached part of the way holds slots and

@@ -23,6 +23,16 @@ constexpr int kWalkTries = 8;
 // CASes of one node's push lost to clients' pops and pushes before the
 // round is given up.
 constexpr int kPushTries = 64;
+// Staging for pool nodes and for reads of the backups (whole pieces of
+// their index and session table), and the result of a CAS at its end.
+constexpr uint64_t kStagingBytes = (1 << 20) + 8;
+// How often a round waiting for backups to fence reads their tables.
+constexpr absl::Duration kBackupCheckEvery = absl::Milliseconds(20);
+
+bool SameRegion(const fabric::RemoteRegion& a, const fabric::RemoteRegion& b) {
+  return a.endpoint.address == b.endpoint.address && a.base == b.base && a.length == b.length &&
+         a.rkey == b.rkey;
+}
 
 }  // namespace
 
@@ -36,10 +46,29 @@ HeapReclaim::HeapReclaim(fabric::Fabric& fabric, uint8_t* memory, const layout::
 
 HeapReclaim::~HeapReclaim() = default;
 
+void HeapReclaim::SetBackups(std::vector<fabric::RemoteRegion> backups) {
+  if (backups.size() == backups_.size() &&
+      std::equal(
+          backups.begin(), backups.end(), backups_.begin(),
+          [](const fabric::RemoteRegion& a, const Backup& b) { return SameRegion(a, b.region); })) {
+    return;
+  }
+  Abandon("the region's copies changed");
+  backups_.clear();
+  for (fabric::RemoteRegion& r : backups) backups_.push_back({.region = std::move(r)});
+}
+
+void HeapReclaim::Reset() {
+  Abandon("the region was fenced or settled");
+  unconfirmed_.clear();
+  for (Backup& b : backups_) b.qp.reset();
+}
+
 void HeapReclaim::Step(absl::Time now, absl::Span<const uint64_t> fenced) {
   now_ = now;
   if (!fenced.empty()) {
     owed_ = true;
+    unconfirmed_.insert(fenced.begin(), fenced.end());
     if (phase_ != layout::kCensusIdle) fenced_.insert(fenced.begin(), fenced.end());
     // A session live at the scan may have linked or pushed what it took
     // since its ack, before it was fenced: only its report would say so.
@@ -50,9 +79,12 @@ void HeapReclaim::Step(absl::Time now, absl::Span<const uint64_t> fenced) {
     return;
   }
   if (!enabled_.load(std::memory_order_relaxed)) return End("reclaim disabled");
-  // Every live session answers within a few of its renewals; one that
-  // does not is fenced within a lease. Longer means something is wrong.
-  if (now - started_ > 3 * leases_.lease()) return End("sessions did not answer in time");
+  // Every live session answers a phase within a few of its renewals; one
+  // that does not is fenced within a lease. Longer means something is
+  // wrong. (A phase counts from the step after it began: reading the
+  // backups may take a while.)
+  if (phase_since_ == absl::InfiniteFuture()) phase_since_ = now;
+  if (now - phase_since_ > 3 * leases_.lease()) return End("sessions did not answer in time");
   bool gone = false;
   const uint64_t word = layout::CensusRoundWord(round_, phase_);
   const bool acked = Acked(word, phase_ == layout::kCensusTracked, &gone);
@@ -62,8 +94,28 @@ void HeapReclaim::Step(absl::Time now, absl::Span<const uint64_t> fenced) {
     return End("the reports outran the report area (kvserver --census_report_bytes)");
   }
   if (phase_ == layout::kCensusHoldings) {
+    // What a fenced session held is nobody's only once no copy executes
+    // its requests: a late WRITE of it to a backup would land in a block
+    // handed to someone else. Each backup fences on its own clock, within
+    // a few of its checks of this one.
+    if (!unconfirmed_.empty() && !backups_.empty()) {
+      if (now < backups_checked_ + std::min(kBackupCheckEvery, leases_.lease() / 16)) return;
+      backups_checked_ = now;
+      absl::StatusOr<bool> fenced_everywhere = BackupsFenced();
+      if (!fenced_everywhere.ok()) {
+        RKV_LOG(WARNING) << "heap census: reading a backup's sessions: "
+                         << fenced_everywhere.status();
+        return End("a backup could not be read");
+      }
+      if (!*fenced_everywhere) return;
+    }
     if (!Scan()) return End("the free pool would not hold still");
+    if (absl::Status s = MarkBackupSlots(); !s.ok()) {
+      RKV_LOG(WARNING) << "heap census: reading a backup's index: " << s;
+      return End("a backup could not be read");
+    }
     phase_ = layout::kCensusTracked;
+    phase_since_ = absl::InfiniteFuture();
     leases_.SetRound(layout::CensusRoundWord(round_, phase_));
     return;
   }
@@ -80,17 +132,19 @@ void HeapReclaim::Step(absl::Time now, absl::Span<const uint64_t> fenced) {
   RKV_LOG(INFO) << "heap census round " << round_ << ": " << *pooled
                 << " bytes of fenced client sessions' heap back in the free pool";
   // Sessions fenced during the round may have reported what they held:
-  // another round takes that.
+  // another round takes that. Those fenced before its scan are gone from
+  // every copy; any fenced since gave the round up.
   const bool again = !fenced_.empty();
   End(nullptr);
   owed_ = again;
+  unconfirmed_.clear();
 }
 
 void HeapReclaim::Start(absl::Time now) {
   owed_ = false;
   ++round_;
   phase_ = layout::kCensusHoldings;
-  started_ = now;
+  phase_since_ = now;
   fenced_.clear();
   departures_ = leases_.departures();
   // The round word first: a session that claims an entry after its slot
@@ -130,15 +184,7 @@ bool HeapReclaim::Scan() {
   const uint64_t heap_end = layout_.heap_offset + layout_.heap_bytes;
   // Every block a slot names, in any state: a claim not yet decided, a
   // killed claim its owner has yet to clear, an intent.
-  layout::ForEachSlot(layout_, [&](uint64_t offset) {
-    const uint64_t word = Load(memory_, offset);
-    if (word == 0) return;
-    const layout::Slot s = layout::Slot::Decode(layout::CommittedOf(word));
-    const uint64_t bytes = layout::ClassBytes(s.size_class);
-    if (bytes == 0 || s.offset < layout_.heap_offset || s.offset + bytes > heap_end) return;
-    map_->Mark(s.offset - layout_.heap_offset, bytes);
-    named_bytes_[s.size_class] += bytes;
-  });
+  layout::ForEachSlot(layout_, [&](uint64_t offset) { MarkNamed(Load(memory_, offset)); });
   // Every block in the pool. A walk reads nodes that clients may pop
   // and reuse meanwhile; one that fails its checks is walked again. What
   // a walk marks wrongly is only kept a round longer; what it misses was
@@ -175,6 +221,130 @@ bool HeapReclaim::Scan() {
   return true;
 }
 
+void HeapReclaim::MarkNamed(uint64_t word) {
+  if (word == 0) return;
+  const layout::Slot s = layout::Slot::Decode(layout::CommittedOf(word));
+  const uint64_t bytes = layout::ClassBytes(s.size_class);
+  if (bytes == 0 || s.offset < layout_.heap_offset ||
+      s.offset + bytes > layout_.heap_offset + layout_.heap_bytes) {
+    return;
+  }
+  map_->Mark(s.offset - layout_.heap_offset, bytes);
+  named_bytes_[s.size_class] += bytes;
+}
+
+absl::StatusOr<bool> HeapReclaim::BackupsFenced() {
+  if (unconfirmed_.empty()) return true;
+  // A session gone from a backup's table was fenced there, or closed
+  // (after its last request there landed); either way none of its
+  // requests executes there again (a fenced id is refused a reconnect). A
+  // session takes heap only once it holds an entry on every copy.
+  absl::flat_hash_set<uint64_t> present;
+  for (Backup& b : backups_) {
+    RKV_RETURN_IF_ERROR(ConnectBackup(b));
+    const uint64_t first = layout::SessionOwnerOffset(0);
+    RKV_RETURN_IF_ERROR(
+        ReadBackup(b, b.layout.session_table + first, b.layout.session_rkey,
+                   layout::SessionOwnerOffset(b.layout.session_slots) - first,
+                   layout::kSessionEntryBytes, [&](uint64_t, const uint8_t* bytes, uint64_t n) {
+                     for (uint64_t at = 0; at < n; at += layout::kSessionEntryBytes) {
+                       uint64_t owner;
+                       std::memcpy(&owner, bytes + at, 8);
+                       if (unconfirmed_.contains(owner)) present.insert(owner);
+                     }
+                   }));
+  }
+  unconfirmed_ = std::move(present);
+  return unconfirmed_.empty();
+}
+
+absl::Status HeapReclaim::MarkBackupSlots() {
+  // After every backup fenced the sessions fenced here: a word a backup's
+  // slot takes from now on comes from a live session, and names a block
+  // it reported or tracks, or one a slot here named at the scan.
+  const uint64_t index_bytes = layout_.groups * layout::kGroupBytes;
+  for (Backup& b : backups_) {
+    RKV_RETURN_IF_ERROR(ConnectBackup(b));
+    RKV_RETURN_IF_ERROR(
+        ReadBackup(b, b.region.base + layout_.index_offset, b.region.rkey, index_bytes,
+                   layout::kBucketBytes, [&](uint64_t, const uint8_t* bytes, uint64_t n) {
+                     for (uint64_t bucket = 0; bucket < n; bucket += layout::kBucketBytes) {
+                       for (uint64_t i = 1; i <= layout::kSlotsPerBucket; ++i) {
+                         uint64_t word;
+                         std::memcpy(&word, bytes + bucket + 8 * i, 8);
+                         MarkNamed(word);
+                       }
+                     }
+                   }));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status HeapReclaim::ConnectBackup(Backup& b) {
+  if (b.qp != nullptr) return absl::OkStatus();
+  RKV_RETURN_IF_ERROR(AllocateStaging());
+  RKV_ASSIGN_OR_RETURN(b.qp, fabric_.Connect(b.region.endpoint));
+  absl::Status read =
+      ReadBackup(b, b.region.base, b.region.rkey, layout::kHeaderBytes, layout::kHeaderBytes,
+                 [&](uint64_t, const uint8_t* bytes, uint64_t n) {
+                   absl::StatusOr<layout::Layout> theirs = layout::ParseHeader(
+                       absl::string_view(reinterpret_cast<const char*>(bytes), n), b.region.length);
+                   if (!theirs.ok()) {
+                     b.layout = {};
+                   } else {
+                     b.layout = *theirs;
+                   }
+                 });
+  if (read.ok() && (!layout::SameGeometry(b.layout, layout_) || b.layout.session_slots == 0)) {
+    read = absl::FailedPreconditionError(
+        "a backup's region has another geometry, or no session table");
+  }
+  if (!read.ok()) b.qp.reset();
+  return read;
+}
+
+template <typename F>
+absl::Status HeapReclaim::ReadBackup(Backup& b, uint64_t address, uint32_t rkey, uint64_t bytes,
+                                     uint64_t unit, F f) {
+  // A backup that stops answering holds up this thread, and with it the
+  // lease checks and a fence of this region: a short wait.
+  const absl::Duration timeout = std::max(leases_.lease() / 8, absl::Milliseconds(100));
+  const uint64_t piece = (staging_.size() - 8) / unit * unit;
+  for (uint64_t at = 0; at < bytes; at += piece) {
+    const auto n = static_cast<uint32_t>(std::min(piece, bytes - at));
+    const fabric::WorkRequest read =
+        fabric::WorkRequest::Read(0, staging_.data(), n, staging_mr_->lkey(), address + at, rkey);
+    absl::Status s = b.qp->Post({&read, 1});
+    if (s.ok()) s = Await(*b.qp, 1, timeout, "reading a backup");
+    if (!s.ok()) {
+      b.qp.reset();
+      return s;
+    }
+    f(at, staging_.data(), n);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status HeapReclaim::Await(fabric::QueuePair& qp, size_t n, absl::Duration timeout,
+                                const char* what) {
+  fabric::Completion cs[2];
+  for (size_t got = 0; got < n;) {
+    const size_t k = qp.Wait(absl::MakeSpan(cs, std::min<size_t>(2, n - got)), timeout);
+    if (k == 0) {
+      return absl::DeadlineExceededError(
+          absl::StrCat(what, ": no completion in ", absl::FormatDuration(timeout)));
+    }
+    for (size_t i = 0; i < k; ++i) {
+      if (cs[i].status != fabric::CompletionStatus::kSuccess) {
+        return absl::UnavailableError(
+            absl::StrCat(what, ": ", fabric::CompletionStatusName(cs[i].status)));
+      }
+    }
+    got += k;
+  }
+  return absl::OkStatus();
+}
+
 bool HeapReclaim::MarkReports() {
   const uint64_t n = leases_.report_cursor();
   if (n > leases_.report_words()) return false;
@@ -207,12 +377,17 @@ absl::Status HeapReclaim::Connect() {
   }
   qp_.reset();
   region_ = now;
-  if (staging_mr_ == nullptr) {
-    staging_.resize(layout::FreeNodeBytes(255) + 8);
-    RKV_ASSIGN_OR_RETURN(
-        staging_mr_, fabric_.RegisterMemory(staging_.data(), staging_.size(), fabric::kLocalWrite));
-  }
+  RKV_RETURN_IF_ERROR(AllocateStaging());
   RKV_ASSIGN_OR_RETURN(qp_, fabric_.Connect(region_.endpoint));
+  return absl::OkStatus();
+}
+
+absl::Status HeapReclaim::AllocateStaging() {
+  if (staging_mr_ != nullptr) return absl::OkStatus();
+  static_assert(kStagingBytes >= layout::kHeaderBytes + 8);
+  staging_.resize(std::max<uint64_t>(kStagingBytes, layout::FreeNodeBytes(255) + 8));
+  RKV_ASSIGN_OR_RETURN(
+      staging_mr_, fabric_.RegisterMemory(staging_.data(), staging_.size(), fabric::kLocalWrite));
   return absl::OkStatus();
 }
 
@@ -234,21 +409,9 @@ absl::Status HeapReclaim::PushNode(uint8_t size_class, uint64_t node, layout::Fr
         fabric::WorkRequest::Cas(1, result, staging_mr_->lkey(), region_.base + head_at,
                                  region_.rkey, head, desired),
     }));
-    fabric::Completion cs[2];
-    for (size_t got = 0; got < 2;) {
-      const size_t n = qp_->Wait(absl::MakeSpan(cs + got, 2 - got), absl::Seconds(5));
-      if (n == 0) {
-        qp_.reset();  // Whatever it still does, it is not waited for.
-        return absl::DeadlineExceededError("no completion from the region in 5 s");
-      }
-      for (size_t i = got; i < got + n; ++i) {
-        if (cs[i].status != fabric::CompletionStatus::kSuccess) {
-          qp_.reset();
-          return absl::UnavailableError(
-              absl::StrCat("pushing a node: ", fabric::CompletionStatusName(cs[i].status)));
-        }
-      }
-      got += n;
+    if (absl::Status s = Await(*qp_, 2, absl::Seconds(5), "pushing a node"); !s.ok()) {
+      qp_.reset();  // Whatever it still does, it is not waited for.
+      return s;
     }
     if (*result == head) return absl::OkStatus();
     head = *result;

@@ -16,10 +16,16 @@
 // at its ack, which came before the scan) or in what it tracked (it took
 // B in between). A fenced session can do nothing at all any more.
 //
-// Only for a region of one copy: the backups of a replicated region keep
-// blocks of failed writes out of use (a tentative word may name them),
-// which the primary's scan cannot see. Steps run on the lease checker's
-// thread (or the simulation's), never on the data path.
+// A replicated region's primary runs it for the group (its backups run
+// none): a session fenced here may still reach a backup that has yet to
+// fence it, and a backup's slots may name blocks the primary's do not (a
+// tentative word of a failed write, which a takeover would make the key's).
+// So a round scans only once no backup's session table holds a session
+// fenced here since the last round (the backup fenced it, or it closed:
+// either way nothing of it executes there any more), and marks every block
+// a backup's slot names too, read over a queue pair to each backup. Steps
+// run on the lease checker's thread (or the simulation's), never on the
+// data path.
 #ifndef RKV_SERVER_KVSERVER_HEAP_RECLAIM_H_
 #define RKV_SERVER_KVSERVER_HEAP_RECLAIM_H_
 
@@ -57,14 +63,21 @@ class HeapReclaim {
   void Step(absl::Time now, absl::Span<const uint64_t> fenced);
   // A round is under way: steps should come every few milliseconds.
   bool busy() const { return phase_ != layout::kCensusIdle; }
-  // Whether rounds may start (not on a replicated region's copies); a
+  // Whether rounds may start (not on a replicated region's backups); a
   // round under way when disabled is given up at the next step.
   void set_enabled(bool enabled) { enabled_.store(enabled, std::memory_order_relaxed); }
-  // Gives up the round under way (the region is fenced or settled: its
-  // pool is rebuilt, so what this round would push is pooled already).
-  void Abandon() {
-    if (busy()) End("the region was fenced or settled");
+  // The other copies of a replicated region, this one being its primary;
+  // none for a region of one copy. A round under way is given up when
+  // they change.
+  void SetBackups(std::vector<fabric::RemoteRegion> backups);
+  // Gives up the round under way.
+  void Abandon(const char* why) {
+    if (busy()) End(why);
   }
+  // The region was fenced or settled: its pool is rebuilt (what a round
+  // would push is pooled already), and no session of before reaches any
+  // copy under the new registrations.
+  void Reset();
 
   // Heap handed back to the pool since the start.
   uint64_t reclaimed_bytes() const { return reclaimed_.load(std::memory_order_relaxed); }
@@ -80,12 +93,31 @@ class HeapReclaim {
   // `*gone` when a participant left without being fenced (it closed: what
   // it handed back at close may have gone unseen).
   bool Acked(uint64_t word, bool everyone, bool* gone) const;
+  // Whether no backup's session table holds a session fenced here since
+  // the last round (reads them, at most every few milliseconds).
+  absl::StatusOr<bool> BackupsFenced();
   // Marks the index and the pool; false when the pool would not hold still.
   bool Scan();
+  // Marks the block a slot word names, if any.
+  void MarkNamed(uint64_t word);
+  // Marks what every backup's slots name.
+  absl::Status MarkBackupSlots();
   // Marks the reports; false when they outran the report area.
   bool MarkReports();
   absl::StatusOr<uint64_t> PushGaps();
   absl::Status Connect();
+  absl::Status AllocateStaging();
+  struct Backup;
+  // Connects to the backup and reads its header, unless connected.
+  absl::Status ConnectBackup(Backup& b);
+  // READs `bytes` at `address` of a backup into staging_, in pieces of at
+  // most staging_.size() - 8 (a multiple of `unit`), calling
+  // f(region offset of the piece, its bytes, their count) for each.
+  template <typename F>
+  absl::Status ReadBackup(Backup& b, uint64_t address, uint32_t rkey, uint64_t bytes, uint64_t unit,
+                          F f);
+  // Waits for `n` completions of `qp`, all successful.
+  absl::Status Await(fabric::QueuePair& qp, size_t n, absl::Duration timeout, const char* what);
   // Pushes a node onto its class's stack (a WRITE of the node and a CAS of
   // the head, on the queue pair to the region).
   absl::Status PushNode(uint8_t size_class, uint64_t node, layout::FreeNode& contents);
@@ -103,7 +135,7 @@ class HeapReclaim {
   absl::Time now_;  // Of the last step.
   uint64_t round_ = 0;
   layout::CensusPhase phase_ = layout::kCensusIdle;
-  absl::Time started_;
+  absl::Time phase_since_;   // When the phase under way began.
   uint64_t departures_ = 0;  // At the start.
   std::vector<Participant> participants_;
   absl::flat_hash_set<uint64_t> fenced_;  // During the round.
@@ -118,6 +150,16 @@ class HeapReclaim {
   fabric::RemoteRegion region_;
 
   std::atomic<uint64_t> reclaimed_{0};
+
+  struct Backup {
+    fabric::RemoteRegion region;
+    std::unique_ptr<fabric::QueuePair> qp;
+    layout::Layout layout;  // Its header's, once connected.
+  };
+  std::vector<Backup> backups_;
+  // Sessions fenced here that a backup's table may still hold.
+  absl::flat_hash_set<uint64_t> unconfirmed_;
+  absl::Time backups_checked_ = absl::InfinitePast();
 };
 
 }  // namespace rkv::server

@@ -211,8 +211,8 @@ grpc::Status MemberAgent::Exchange() {
     renewed_at_ = sent;
     lease_ = absl::Milliseconds(resp.lease_ms());
     replicas_ = std::max<uint32_t>(1, resp.replicas());
-    // A copy of a replicated region keeps blocks its scan cannot account
-    // for (a backup's tentative words): only a lone copy takes heap back.
+    // A lone copy takes heap back; a replicated group's primary once the
+    // coordinator names it and its backups (below).
     region_.SetReclaim(replicas_ == 1);
     hurry_ = resp.hurry();
     RKV_LOG(INFO) << "registered with " << coord_.address() << " (lease " << resp.lease_ms()
@@ -254,6 +254,11 @@ grpc::Status MemberAgent::Exchange() {
   term_ = resp.term();
   renewed_at_ = sent;
   hurry_ = resp.hurry();
+  if (replicas_ > 1) {
+    std::vector<fabric::RemoteRegion> backups;
+    for (const proto::RegionDescriptor& b : resp.census_backups()) backups.push_back(FromProto(b));
+    region_.SetReclaim(resp.census(), std::move(backups));
+  }
   if (resp.fence()) {
     Fence("ordered by the coordinator");
   } else if (resp.has_push()) {

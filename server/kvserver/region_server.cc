@@ -147,11 +147,15 @@ void RegionServer::RunLeaseChecks() {
   }
 }
 
-void RegionServer::SetReclaim(bool enabled) {
+void RegionServer::SetReclaim(bool enabled, std::vector<fabric::RemoteRegion> backups) {
+  for (fabric::RemoteRegion& b : backups) {
+    if (b.endpoint.token.empty()) b.endpoint.token = token_;
+  }
   std::lock_guard<std::mutex> lock(lease_mu_);
   if (reclaim_ == nullptr) return;
+  reclaim_->SetBackups(std::move(backups));
   reclaim_->set_enabled(enabled);
-  if (!enabled) reclaim_->Abandon();
+  if (!enabled) reclaim_->Abandon("reclaim disabled");
 }
 
 void RegionServer::StopLeaseChecks() {
@@ -216,7 +220,7 @@ absl::Status RegionServer::Fence(uint64_t generation) {
   // No census round runs across a fence: it would push what the settle
   // that follows pools too.
   std::lock_guard<std::mutex> lock(lease_mu_);
-  if (reclaim_ != nullptr) reclaim_->Abandon();
+  if (reclaim_ != nullptr) reclaim_->Reset();
   // The old registration goes first: its rkey is refused from here on,
   // however long the new registration takes (and the memory is never
   // pinned twice).
@@ -238,7 +242,7 @@ void RegionServer::StopServing() {
 
 absl::Status RegionServer::Settle(bool wipe) {
   std::lock_guard<std::mutex> lock(lease_mu_);
-  if (reclaim_ != nullptr) reclaim_->Abandon();  // The settle pools every gap.
+  if (reclaim_ != nullptr) reclaim_->Reset();  // The settle pools every gap.
   if (wipe) {
     // A blank index, cursor and free pool, with word stores: the memory is
     // served again afterwards, read by the NIC's word loads.

@@ -59,7 +59,8 @@ struct RegionServerOptions {
   // calls CheckLeases (the deterministic simulation, on its own clock).
   bool lease_thread = true;
   // Whether the heap fenced sessions held is taken back while serving
-  // (HeapReclaim): not on the copies of a replicated region (SetReclaim).
+  // (HeapReclaim): on a replicated region, only by the primary, once told
+  // its backups (SetReclaim).
   bool reclaim = true;
   // Room for the heap census's reports (0: a 64th of the heap, from 1 to
   // 64 MiB): what live sessions hold, 8 bytes a block.
@@ -115,8 +116,10 @@ class RegionServer {
   // runs without the lease thread.
   std::vector<uint64_t> CheckLeases(absl::Time now);
   // Whether the heap of fenced sessions is taken back while serving
-  // (RegionServerOptions::reclaim); a round under way is given up.
-  void SetReclaim(bool enabled);
+  // (RegionServerOptions::reclaim), and for a replicated region's primary
+  // its backups' regions as they serve (HeapReclaim::SetBackups); a round
+  // under way is given up when either changes.
+  void SetReclaim(bool enabled, std::vector<fabric::RemoteRegion> backups = {});
   // The bytes a push sends (all but the header's identity), in chunks:
   // the heap, then the index, then the header's cursor and free pool.
   struct Chunk {

@@ -1,21 +1,23 @@
 #!/usr/bin/env bash
-# Clients killed while they write must not eat the heap: a server of one
-# copy takes back what they held (their chunks, the blocks they had freed)
-# while it serves, once their leases lapse. One server of 256 MiB
-# (scripts/cluster.sh, one copy) holding 5,000 records of 1000 B, then a
+# Clients killed while they write must not eat the heap: the server (with
+# R copies, the group's primary, once every copy fenced them) takes back
+# what they held (their chunks, the blocks they had freed) while it
+# serves, once their leases lapse. One replica group of COPIES servers of
+# 256 MiB (scripts/cluster.sh) holding 5,000 records of 1000 B, then a
 # writing kvbench (YCSB-A, 2 threads x 16 in flight) killed with SIGKILL
 # KILLS times, without a restart: then a YCSB-A run without one error and
 # no wrong value, the records intact, and the heap the killed writers held
 # back in the free pool. Everything started here is stopped here.
 #
-#   tests/cluster/client_crash_reclaim.sh BIN_DIR [KILLS]
+#   tests/cluster/client_crash_reclaim.sh BIN_DIR [KILLS] [COPIES]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/lib/proc.sh
 source tests/lib/kvbench_json.sh
 source tests/lib/writer_kills.sh
-bin="$(cd "${1:?usage: client_crash_reclaim.sh BIN_DIR [KILLS]}" && pwd)"
+bin="$(cd "${1:?usage: client_crash_reclaim.sh BIN_DIR [KILLS] [COPIES]}" && pwd)"
 kills="${2:-100}"
+copies="${3:-1}"
 records=5000
 export RKV_BIN="$bin"
 export RKV_CLUSTER_DIR="$(mktemp -d /tmp/rkv-client-reclaim.XXXXXX)"
@@ -28,7 +30,7 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "client_crash_reclaim: $*" >&2; exit 1; }
 
-start_one_server $records
+start_group "$copies" $records
 heap_line() {
   echo "$(($(server_stat heap_live) >> 20)) MiB live, $(($(server_stat heap_pooled) >> 20)) MiB pooled, $(($(server_stat heap_held) >> 20)) MiB held, $(($(server_stat heap_used) >> 20)) of $(($(server_stat heap_bytes) >> 20)) MiB handed out by the cursor"
 }
@@ -43,10 +45,13 @@ echo "after $kills killed writers: $(heap_line)"
 # back what they held: no session left, nothing held.
 wait_stat client_sessions_fenced -ge "$kills"
 wait_stat client_sessions -eq 0
-wait_stat heap_held -eq 0
+# With copies, a block a backup's slot names stays out of the pool though
+# no slot of the primary's does (the tentative word of a write cut short,
+# until the key's next write): a few of them.
+wait_stat heap_held -le $((copies == 1 ? 0 : 1 << 20))
 wait_stat heap_reclaimed -gt 0
 echo "once their leases lapsed: $(heap_line); $(($(server_stat heap_reclaimed) >> 20)) MiB reclaimed in all, $(server_stat client_sessions_fenced) sessions fenced"
-grep -q "heap census round" "$RKV_CLUSTER_DIR/s1.log" || fail "no census round in the server's log"
+grep -q "heap census round" "$RKV_CLUSTER_DIR"/s*.log || fail "no census round in the servers' logs"
 
 ycsb_a_clean "after the crashes"
 wait_stat slots_used -eq $records

@@ -31,7 +31,7 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "client_crash_restart: $*" >&2; exit 1; }
 
-start_one_server $records
+start_group 1 $records
 
 "$bin/kvbench" "${flags[@]}" --phase=load --progress=false >/dev/null
 wait_stat slots_used -eq $records

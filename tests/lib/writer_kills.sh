@@ -1,20 +1,30 @@
-# Sourced by the client-crash tests: one server of one copy
-# (scripts/cluster.sh), its figures from kvctl status, and writers killed
-# mid-run. Expects RKV_CLUSTER_DIR and bin set, and fail() defined.
+# Sourced by the client-crash tests: a cluster of one replica group
+# (scripts/cluster.sh), its primary's figures from kvctl status, and
+# writers killed mid-run. Expects RKV_CLUSTER_DIR and bin set, and fail()
+# defined.
 
-# Starts the cluster and sets coord and flags (kvbench's, for RECORDS
-# records of 1000 B).
-start_one_server() {
-  bash scripts/cluster.sh start 1 >/dev/null
+# start_group COPIES RECORDS: starts a cluster of one group of COPIES
+# servers and sets coord and flags (kvbench's, for RECORDS records of
+# 1000 B).
+start_group() {
+  RKV_REPLICAS="$1" bash scripts/cluster.sh start "$1" >/dev/null
   coord=$(bash scripts/cluster.sh coordinators)
-  flags=(--coordinator="$coord" --token_file="$RKV_CLUSTER_DIR/token" --records="$1"
+  flags=(--coordinator="$coord" --token_file="$RKV_CLUSTER_DIR/token" --records="$2"
          --value_size=1000)
 }
 
-# server_stat KEY: server s1's figure from kvctl status --json.
+# server_stat KEY: the group's primary's figure from kvctl status --json
+# (clients take heap from the primary alone); empty while it has none.
 server_stat() {
   "$bin/kvctl" --coordinator="$coord" --token_file="$RKV_CLUSTER_DIR/token" status --json |
-    grep -o "\"$1\": [0-9]*" | head -1 | awk '{print $2}'
+    python3 -c '
+import json, sys
+try:
+    m = json.load(sys.stdin)
+    primary = m["groups"][0]["members"][0]
+    print(next(s[sys.argv[1]] for s in m["servers"] if s["id"] == primary))
+except (ValueError, KeyError, IndexError, StopIteration):
+    pass' "$1"
 }
 
 # wait_stat KEY OP VALUE: until the figure compares so (usage is counted

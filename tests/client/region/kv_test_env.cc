@@ -30,7 +30,6 @@ absl::StatusOr<std::unique_ptr<KvTestEnv>> KvTestEnv::Create(
   fabric::FabricOptions fo;
   fo.kind = fabric::FabricKind::kSoft;
   server::RegionServerOptions so = server_options;
-  so.reclaim = so.reclaim && replicas == 1;  // As kvserver: only a lone copy.
   if (backend == KvBackend::kSoftSim) {
     env->sim = std::make_shared<fabric::SimNetwork>(sim_seed);
     so.listen_address = "server";
@@ -55,11 +54,20 @@ absl::StatusOr<std::unique_ptr<KvTestEnv>> KvTestEnv::Create(
   for (int r = 1; r < replicas; ++r) {
     server::RegionServerOptions bo = so;
     if (env->sim != nullptr) bo.listen_address = absl::StrCat("backup", r);
+    bo.reclaim = false;  // As kvserver: the primary runs the census for the group.
     RKV_ASSIGN_OR_RETURN(std::unique_ptr<server::RegionServer> backup,
                          server::RegionServer::Create(*env->server_fabric, bo));
     env->backups.push_back(std::move(backup));
   }
+  env->reclaim_ = so.reclaim;
+  env->SetBackups();
   return env;
+}
+
+void KvTestEnv::SetBackups() {
+  std::vector<fabric::RemoteRegion> regions;
+  for (const auto& b : backups) regions.push_back(b->address());
+  server->SetReclaim(reclaim_, std::move(regions));
 }
 
 absl::Status KvTestEnv::FailOver() {
@@ -68,7 +76,9 @@ absl::Status KvTestEnv::FailOver() {
   backups.erase(backups.begin());
   std::vector<uint8_t*> copies = {server->MemoryForTesting()};
   for (const auto& b : backups) copies.push_back(b->MemoryForTesting());
-  return server::TakeOver(copies, server->layout()).status();
+  RKV_RETURN_IF_ERROR(server::TakeOver(copies, server->layout()).status());
+  SetBackups();
+  return absl::OkStatus();
 }
 
 client_internal::OpenOptions KvTestEnv::client_options() const {

@@ -52,6 +52,11 @@ class KvTestEnv {
   std::unique_ptr<server::RegionServer> server;  // The primary.
   std::vector<std::unique_ptr<server::RegionServer>> backups;
   std::string client_rdma_device;  // kVerbs only.
+
+ private:
+  // Tells the primary its backups, as a replicated group's coordinator does.
+  void SetBackups();
+  bool reclaim_ = true;  // RegionServerOptions::reclaim.
 };
 
 }  // namespace rkv::testing

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -22,16 +23,21 @@ namespace {
 constexpr absl::Duration kLease = absl::Seconds(2);
 constexpr int kCrashes = 40;
 
-class HeapReclaimTest : public ::testing::TestWithParam<KvBackend> {
+// A backend, and the copies of the region (the primary runs the census).
+using Param = std::tuple<KvBackend, int>;
+
+class HeapReclaimTest : public ::testing::TestWithParam<Param> {
  protected:
   void SetUp() override {
     // A heap of about 750 KiB, and chunks of a 32nd of it: a few dozen
     // crashed writers hold it all unless it comes back.
-    auto env = KvTestEnv::Create(GetParam(), {.region_bytes = 1 << 20,
-                                              .grace_period = absl::Milliseconds(20),
-                                              .client_lease = kLease,
-                                              .session_slots = 64,
-                                              .lease_thread = false});
+    auto env = KvTestEnv::Create(std::get<0>(GetParam()),
+                                 {.region_bytes = 1 << 20,
+                                  .grace_period = absl::Milliseconds(20),
+                                  .client_lease = kLease,
+                                  .session_slots = 64,
+                                  .lease_thread = false},
+                                 /*sim_seed=*/1, std::get<1>(GetParam()));
     if (!env.ok()) RKV_SKIP_OR_FAIL(env.status());
     env_ = std::move(env).value();
   }
@@ -39,14 +45,26 @@ class HeapReclaimTest : public ::testing::TestWithParam<KvBackend> {
   std::unique_ptr<client_internal::RegionClient> Open(const ManualClock& clock) {
     return OpenOn(*env_, clock);
   }
+  // Every copy checks its leases (each fences on its own).
+  void CheckLeases(absl::Time now) {
+    env_->server->CheckLeases(now);
+    for (const auto& b : env_->backups) b->CheckLeases(now);
+  }
 
   std::unique_ptr<KvTestEnv> env_;
 };
 
-// Every block in the region's free pool, by walking it (nobody else runs):
-// false in *whole if a node fails its checks.
-std::vector<uint64_t> PooledBlocks(const uint8_t* memory, const layout::Layout& l, bool* whole) {
-  std::vector<uint64_t> blocks;
+// A block in the free pool.
+struct Pooled {
+  uint64_t offset = 0;
+  uint64_t bytes = 0;
+  friend bool operator<(const Pooled& a, const Pooled& b) { return a.offset < b.offset; }
+};
+
+// Every block in the region's free pool, by walking it (nobody else runs),
+// sorted: false in *whole if a node fails its checks.
+std::vector<Pooled> PooledBlocks(const uint8_t* memory, const layout::Layout& l, bool* whole) {
+  std::vector<Pooled> blocks;
   *whole = true;
   for (int c = 1; c < 256; ++c) {
     const auto size_class = static_cast<uint8_t>(c);
@@ -61,12 +79,47 @@ std::vector<uint64_t> PooledBlocks(const uint8_t* memory, const layout::Layout& 
         *whole = false;
         break;
       }
-      blocks.push_back(node);
-      blocks.insert(blocks.end(), decoded->blocks.begin(), decoded->blocks.end());
+      const uint64_t block = layout::ClassBytes(size_class);
+      blocks.push_back({node, block});
+      for (uint64_t b : decoded->blocks) blocks.push_back({b, block});
       node = decoded->next;
     }
   }
+  std::sort(blocks.begin(), blocks.end());
   return blocks;
+}
+
+// Whether a pooled block overlaps [offset, offset + bytes) (or another
+// pooled block, with bytes 0).
+bool Overlaps(const std::vector<Pooled>& pooled, uint64_t offset, uint64_t bytes) {
+  auto it = std::upper_bound(pooled.begin(), pooled.end(), Pooled{offset, 0});
+  if (it != pooled.end() && it->offset < offset + bytes) return true;
+  return it != pooled.begin() && std::prev(it)->offset + std::prev(it)->bytes > offset;
+}
+
+// Checks the primary's pool: no block in it twice, and none that a slot
+// of any copy names.
+void ExpectPoolSound(const KvTestEnv& env) {
+  const layout::Layout& l = env.server->layout();
+  bool whole = false;
+  const std::vector<Pooled> pooled = PooledBlocks(env.server->MemoryForTesting(), l, &whole);
+  ASSERT_TRUE(whole);
+  for (size_t i = 1; i < pooled.size(); ++i) {
+    EXPECT_LE(pooled[i - 1].offset + pooled[i - 1].bytes, pooled[i].offset)
+        << "blocks in the free pool overlap (one is pooled twice)";
+  }
+  std::vector<const uint8_t*> copies = {env.server->MemoryForTesting()};
+  for (const auto& b : env.backups) copies.push_back(b->MemoryForTesting());
+  for (size_t c = 0; c < copies.size(); ++c) {
+    layout::ForEachSlot(l, [&](uint64_t offset) {
+      uint64_t word;
+      std::memcpy(&word, copies[c] + offset, 8);
+      if (word == 0) return;
+      const layout::Slot s = layout::Slot::Decode(layout::CommittedOf(word));
+      EXPECT_FALSE(Overlaps(pooled, s.offset, layout::ClassBytes(s.size_class)))
+          << "a block a slot of copy " << c << " names is in the free pool";
+    });
+  }
 }
 
 std::string Value(int i, int version) {
@@ -90,7 +143,7 @@ TEST_P(HeapReclaimTest, CrashedWritersHeapComesBackWhileALiveWriterKeepsAllItHol
     const int k = next++ % kLiveKeys;
     const absl::Status s = live->Put(absl::StrCat("live", k), Value(k, ++version[k]));
     EXPECT_TRUE(s.ok()) << s;
-    env_->server->CheckLeases(clock.now());
+    CheckLeases(clock.now());
   };
   std::vector<std::unique_ptr<client_internal::RegionClient>> crashed;
   for (int i = 0; i < kCrashes; ++i) {
@@ -147,31 +200,79 @@ TEST_P(HeapReclaimTest, CrashedWritersHeapComesBackWhileALiveWriterKeepsAllItHol
   }
   crashed.clear();  // Fenced: their closes land nothing.
   EXPECT_EQ(*live->Get("crashed3-1"), Value(1, 1));
-  // No block is pooled twice, and none a slot names is pooled.
   live.reset();
   fresh.reset();
-  const uint8_t* memory = env_->server->MemoryForTesting();
-  const layout::Layout& l = env_->server->layout();
-  bool whole = false;
-  std::vector<uint64_t> pooled = PooledBlocks(memory, l, &whole);
-  ASSERT_TRUE(whole);
-  std::sort(pooled.begin(), pooled.end());
-  EXPECT_EQ(std::adjacent_find(pooled.begin(), pooled.end()), pooled.end())
-      << "a block is in the free pool twice";
-  layout::ForEachSlot(l, [&](uint64_t offset) {
-    uint64_t word;
-    std::memcpy(&word, memory + offset, 8);
-    if (word == 0) return;
-    const uint64_t block = layout::Slot::Decode(layout::CommittedOf(word)).offset;
-    EXPECT_FALSE(std::binary_search(pooled.begin(), pooled.end(), block))
-        << "a block a slot names is in the free pool";
-  });
+  ExpectPoolSound(*env_);
 }
 
+// A replicated region: the primary takes nothing back while a backup
+// still lets the crashed session in, and nothing a backup's slot names,
+// though no slot of the primary's does (a failed write's tentative word,
+// which a takeover would make the key's).
+class ReplicatedHeapReclaimTest : public HeapReclaimTest {};
+
+TEST_P(ReplicatedHeapReclaimTest, WaitsForEveryCopysFenceAndKeepsWhatABackupNames) {
+  ManualClock clock;
+  auto crashed = Open(clock);
+  ASSERT_NE(crashed, nullptr);
+  ASSERT_TRUE(crashed->Put("k", Value(0, 0)).ok());
+  // Past its block, the rest of its chunk: a word on the last backup
+  // names a block there.
+  const layout::Layout& l = env_->server->layout();
+  uint64_t named = 0;
+  layout::ForEachSlot(l, [&](uint64_t offset) {
+    uint64_t word;
+    std::memcpy(&word, env_->server->MemoryForTesting() + offset, 8);
+    if (word != 0) named = word;
+  });
+  ASSERT_NE(named, 0u);
+  layout::Slot stray = layout::Slot::Decode(named);
+  const uint64_t bytes = layout::ClassBytes(stray.size_class);
+  stray.offset += bytes;
+  uint8_t* const backup = env_->backups.back()->MemoryForTesting();
+  bool staged = false;
+  layout::ForEachSlot(l, [&](uint64_t offset) {
+    uint64_t word;
+    std::memcpy(&word, backup + offset, 8);
+    if (word != 0 || staged) return;
+    word = stray.Encode();
+    std::memcpy(backup + offset, &word, 8);
+    staged = true;
+  });
+  // Two leases of checks by the primary alone: it fences the session,
+  // and takes nothing back while the backups still hold it.
+  for (int s = 0; s < 16; ++s) {
+    clock.Advance(kLease / 8);
+    env_->server->CheckLeases(clock.now());
+  }
+  EXPECT_EQ(env_->server->Stats().sessions_fenced, 1u);
+  EXPECT_EQ(env_->server->Stats().heap_reclaimed, 0u);
+  // The backups, checking from now on, fence it a lease later.
+  for (int s = 0; s < 64 && env_->server->Stats().heap_reclaimed == 0; ++s) {
+    clock.Advance(kLease / 8);
+    CheckLeases(clock.now());
+  }
+  EXPECT_GT(env_->server->Stats().heap_reclaimed, 0u);
+  bool whole = false;
+  const std::vector<Pooled> pooled = PooledBlocks(env_->server->MemoryForTesting(), l, &whole);
+  ASSERT_TRUE(whole);
+  EXPECT_FALSE(Overlaps(pooled, stray.offset, bytes)) << "the block a backup names was pooled";
+  EXPECT_TRUE(Overlaps(pooled, stray.offset + bytes, bytes)) << "the rest of the chunk was not";
+  crashed.reset();
+  ExpectPoolSound(*env_);
+}
+
+std::string ParamName(const ::testing::TestParamInfo<Param>& info) {
+  return absl::StrCat(KvBackendName(std::get<0>(info.param)), "_",
+                      std::get<1>(info.param) == 1 ? "one_copy" : "three_copies");
+}
+
+const auto kBackends =
+    ::testing::Values(KvBackend::kSoftTcp, KvBackend::kSoftSim, KvBackend::kVerbs);
 INSTANTIATE_TEST_SUITE_P(Backends, HeapReclaimTest,
-                         ::testing::Values(KvBackend::kSoftTcp, KvBackend::kSoftSim,
-                                           KvBackend::kVerbs),
-                         [](const auto& info) { return KvBackendName(info.param); });
+                         ::testing::Combine(kBackends, ::testing::Values(1, 3)), ParamName);
+INSTANTIATE_TEST_SUITE_P(Backends, ReplicatedHeapReclaimTest,
+                         ::testing::Combine(kBackends, ::testing::Values(3)), ParamName);
 
 }  // namespace
 }  // namespace rkv::testing
