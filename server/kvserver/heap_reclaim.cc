@@ -64,6 +64,11 @@ void HeapReclaim::Reset() {
   for (Backup& b : backups_) b.qp.reset();
 }
 
+void HeapReclaim::Disconnect() {
+  Reset();
+  qp_.reset();
+}
+
 void HeapReclaim::Step(absl::Time now, absl::Span<const uint64_t> fenced) {
   now_ = now;
   if (!fenced.empty()) {

@@ -78,6 +78,8 @@ class HeapReclaim {
   // would push is pooled already), and no session of before reaches any
   // copy under the new registrations.
   void Reset();
+  // Drops its queue pairs (the server stops serving); no step follows.
+  void Disconnect();
 
   // Heap handed back to the pool since the start.
   uint64_t reclaimed_bytes() const { return reclaimed_.load(std::memory_order_relaxed); }

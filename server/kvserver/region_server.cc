@@ -235,7 +235,11 @@ absl::Status RegionServer::Fence(uint64_t generation) {
 
 void RegionServer::StopServing() {
   StopLeaseChecks();
-  reclaim_.reset();  // Its queue pair to the region goes before the listener.
+  {
+    // Its queue pairs go before the listener. (It stays: Stats reads it.)
+    std::lock_guard<std::mutex> lock(lease_mu_);
+    if (reclaim_ != nullptr) reclaim_->Disconnect();
+  }
   listener_.reset();
   region_.reset();
 }
