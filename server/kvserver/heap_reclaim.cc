@@ -251,7 +251,7 @@ absl::StatusOr<bool> HeapReclaim::BackupsFenced() {
     RKV_RETURN_IF_ERROR(
         ReadBackup(b, b.layout.session_table + first, b.layout.session_rkey,
                    layout::SessionOwnerOffset(b.layout.session_slots) - first,
-                   layout::kSessionEntryBytes, [&](uint64_t, const uint8_t* bytes, uint64_t n) {
+                   layout::kSessionEntryBytes, [&](const uint8_t* bytes, uint64_t n) {
                      for (uint64_t at = 0; at < n; at += layout::kSessionEntryBytes) {
                        uint64_t owner;
                        std::memcpy(&owner, bytes + at, 8);
@@ -272,7 +272,7 @@ absl::Status HeapReclaim::MarkBackupSlots() {
     RKV_RETURN_IF_ERROR(ConnectBackup(b));
     RKV_RETURN_IF_ERROR(
         ReadBackup(b, b.region.base + layout_.index_offset, b.region.rkey, index_bytes,
-                   layout::kBucketBytes, [&](uint64_t, const uint8_t* bytes, uint64_t n) {
+                   layout::kBucketBytes, [&](const uint8_t* bytes, uint64_t n) {
                      for (uint64_t bucket = 0; bucket < n; bucket += layout::kBucketBytes) {
                        for (uint64_t i = 1; i <= layout::kSlotsPerBucket; ++i) {
                          uint64_t word;
@@ -289,21 +289,19 @@ absl::Status HeapReclaim::ConnectBackup(Backup& b) {
   if (b.qp != nullptr) return absl::OkStatus();
   RKV_RETURN_IF_ERROR(AllocateStaging());
   RKV_ASSIGN_OR_RETURN(b.qp, fabric_.Connect(b.region.endpoint));
+  absl::StatusOr<layout::Layout> theirs = absl::UnknownError("unread");
   absl::Status read =
       ReadBackup(b, b.region.base, b.region.rkey, layout::kHeaderBytes, layout::kHeaderBytes,
-                 [&](uint64_t, const uint8_t* bytes, uint64_t n) {
-                   absl::StatusOr<layout::Layout> theirs = layout::ParseHeader(
+                 [&](const uint8_t* bytes, uint64_t n) {
+                   theirs = layout::ParseHeader(
                        absl::string_view(reinterpret_cast<const char*>(bytes), n), b.region.length);
-                   if (!theirs.ok()) {
-                     b.layout = {};
-                   } else {
-                     b.layout = *theirs;
-                   }
                  });
-  if (read.ok() && (!layout::SameGeometry(b.layout, layout_) || b.layout.session_slots == 0)) {
+  if (read.ok()) read = theirs.status();
+  if (read.ok() && (!layout::SameGeometry(*theirs, layout_) || theirs->session_slots == 0)) {
     read = absl::FailedPreconditionError(
         "a backup's region has another geometry, or no session table");
   }
+  if (read.ok()) b.layout = *theirs;
   if (!read.ok()) b.qp.reset();
   return read;
 }
@@ -325,7 +323,7 @@ absl::Status HeapReclaim::ReadBackup(Backup& b, uint64_t address, uint32_t rkey,
       b.qp.reset();
       return s;
     }
-    f(at, staging_.data(), n);
+    f(staging_.data(), n);
   }
   return absl::OkStatus();
 }

@@ -113,8 +113,8 @@ class HeapReclaim {
   // Connects to the backup and reads its header, unless connected.
   absl::Status ConnectBackup(Backup& b);
   // READs `bytes` at `address` of a backup into staging_, in pieces of at
-  // most staging_.size() - 8 (a multiple of `unit`), calling
-  // f(region offset of the piece, its bytes, their count) for each.
+  // most staging_.size() - 8 (a multiple of `unit`), calling f(bytes,
+  // count) for each.
   template <typename F>
   absl::Status ReadBackup(Backup& b, uint64_t address, uint32_t rkey, uint64_t bytes, uint64_t unit,
                           F f);
