@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "absl/functional/function_ref.h"
 #include "common/layout/region_format.h"
 
 namespace rkv::server {
@@ -31,6 +32,15 @@ struct HeapCensus {
 // what clients hold.
 HeapCensus CountHeap(const uint8_t* memory, const layout::Layout& layout,
                      uint64_t max_nodes = uint64_t{1} << 16);
+
+// Walks the free pool of `size_class` in `memory`, a region of `layout`
+// that clients may change meanwhile (each node is copied out word by word),
+// calling f(node offset, node) for each node, at most `*budget` of them
+// (which it counts down). False when the walk stopped short: the budget
+// ran out, or a node failed its checks (popped and reused meanwhile).
+bool WalkFreePool(const uint8_t* memory, const layout::Layout& layout, uint8_t size_class,
+                  uint64_t* budget,
+                  absl::FunctionRef<void(uint64_t node, const layout::FreeNode&)> f);
 
 }  // namespace rkv::server
 

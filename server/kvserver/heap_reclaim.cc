@@ -8,6 +8,7 @@
 #include "common/fabric/remote_op.h"
 #include "common/logging.h"
 #include "common/status.h"
+#include "server/kvserver/heap_census.h"
 
 namespace rkv::server {
 namespace {
@@ -186,7 +187,6 @@ bool HeapReclaim::Scan() {
   // Read after every session acked its holdings: what is handed out
   // beyond is nobody's concern here.
   cursor_ = std::min(Load(memory_, layout::HeaderOffsets::kHeapCursor), layout_.heap_bytes);
-  const uint64_t heap_end = layout_.heap_offset + layout_.heap_bytes;
   // Every block a slot names, in any state: a claim not yet decided, a
   // killed claim its owner has yet to clear, an intent.
   layout::ForEachSlot(layout_, [&](uint64_t offset) { MarkNamed(Load(memory_, offset)); });
@@ -194,32 +194,20 @@ bool HeapReclaim::Scan() {
   // and reuse meanwhile; one that fails its checks is walked again. What
   // a walk marks wrongly is only kept a round longer; what it misses was
   // popped by a session that tracks it, or pushed by one that reported it.
-  std::vector<uint8_t> buffer;
   for (int c = 1; c < 256; ++c) {
     const auto size_class = static_cast<uint8_t>(c);
     const uint64_t block = layout::ClassBytes(size_class);
-    const uint64_t node_bytes = layout::FreeNodeBytes(size_class);
-    buffer.resize(node_bytes);
     bool whole = false;
     for (int attempt = 0; attempt < kWalkTries && !whole; ++attempt) {
-      uint64_t node =
-          layout::FreePoolHead::Decode(Load(memory_, layout::FreePoolHeadOffset(size_class))).node;
       // Nodes are blocks of the class: more than the heap holds is a cycle.
-      for (uint64_t budget = layout_.heap_bytes / block + 1;; --budget) {
-        if (node == 0) {
-          whole = true;
-          break;
-        }
-        if (budget == 0 || node < layout_.heap_offset || node + node_bytes > heap_end) break;
-        fabric::CopyFromShared(buffer.data(), memory_ + node, node_bytes);
-        absl::StatusOr<layout::FreeNode> decoded = layout::DecodeFreeNode(
-            absl::string_view(reinterpret_cast<const char*>(buffer.data()), node_bytes), size_class,
-            layout_);
-        if (!decoded.ok()) break;
-        map_->Mark(node - layout_.heap_offset, block);
-        for (uint64_t b : decoded->blocks) map_->Mark(b - layout_.heap_offset, block);
-        node = decoded->next;
-      }
+      uint64_t budget = layout_.heap_bytes / block + 1;
+      whole = WalkFreePool(memory_, layout_, size_class, &budget,
+                           [&](uint64_t node, const layout::FreeNode& contents) {
+                             map_->Mark(node - layout_.heap_offset, block);
+                             for (uint64_t b : contents.blocks) {
+                               map_->Mark(b - layout_.heap_offset, block);
+                             }
+                           });
     }
     if (!whole) return false;
   }

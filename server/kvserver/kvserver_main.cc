@@ -113,7 +113,7 @@ int main(int argc, char** argv) {
   ro.grace_period = absl::GetFlag(FLAGS_grace_period);
   ro.client_lease = absl::GetFlag(FLAGS_client_lease);
   ro.session_slots = absl::GetFlag(FLAGS_session_slots);
-  ro.reclaim = false;  // Until the coordinator says the region is kept in one copy.
+  ro.reclaim = false;  // Until the coordinator says this copy takes heap back (MemberAgent).
   ro.census_report_bytes = *report_bytes;
   if (ro.client_lease > absl::ZeroDuration() &&
       (ro.session_slots == 0 || ro.client_lease < 4 * ro.grace_period)) {

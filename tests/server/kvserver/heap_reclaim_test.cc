@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "server/kvserver/heap_census.h"
 #include "server/kvserver/region_server.h"
 #include "tests/client/region/kv_test_env.h"
 #include "tests/client/region/manual_clock.h"
@@ -68,22 +69,14 @@ std::vector<Pooled> PooledBlocks(const uint8_t* memory, const layout::Layout& l,
   *whole = true;
   for (int c = 1; c < 256; ++c) {
     const auto size_class = static_cast<uint8_t>(c);
-    uint64_t node;
-    std::memcpy(&node, memory + layout::FreePoolHeadOffset(size_class), 8);
-    node = layout::FreePoolHead::Decode(node).node;
-    for (int n = 0; node != 0 && n < 1 << 20; ++n) {
-      const uint64_t bytes = layout::FreeNodeBytes(size_class);
-      auto decoded = layout::DecodeFreeNode(
-          absl::string_view(reinterpret_cast<const char*>(memory + node), bytes), size_class, l);
-      if (!decoded.ok()) {
-        *whole = false;
-        break;
-      }
-      const uint64_t block = layout::ClassBytes(size_class);
-      blocks.push_back({node, block});
-      for (uint64_t b : decoded->blocks) blocks.push_back({b, block});
-      node = decoded->next;
-    }
+    const uint64_t block = layout::ClassBytes(size_class);
+    uint64_t budget = l.heap_bytes / block + 1;
+    *whole &= server::WalkFreePool(memory, l, size_class, &budget,
+                                   [&](uint64_t node, const layout::FreeNode& contents) {
+                                     blocks.push_back({node, block});
+                                     for (uint64_t b : contents.blocks)
+                                       blocks.push_back({b, block});
+                                   });
   }
   std::sort(blocks.begin(), blocks.end());
   return blocks;
