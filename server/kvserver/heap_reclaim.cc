@@ -63,6 +63,12 @@ void HeapReclaim::Reset() {
   Abandon("the region was fenced or settled");
   unconfirmed_.clear();
   for (Backup& b : backups_) b.qp.reset();
+  interrupted_.store(false, std::memory_order_relaxed);
+}
+
+absl::Status HeapReclaim::CheckInterrupted() const {
+  if (!interrupted_.load(std::memory_order_relaxed)) return absl::OkStatus();
+  return absl::CancelledError("the region is being fenced");
 }
 
 void HeapReclaim::Disconnect() {
@@ -302,6 +308,7 @@ absl::Status HeapReclaim::ReadBackup(Backup& b, uint64_t address, uint32_t rkey,
   const absl::Duration timeout = std::max(leases_.lease() / 8, absl::Milliseconds(100));
   const uint64_t piece = (staging_.size() - 8) / unit * unit;
   for (uint64_t at = 0; at < bytes; at += piece) {
+    RKV_RETURN_IF_ERROR(CheckInterrupted());
     const auto n = static_cast<uint32_t>(std::min(piece, bytes - at));
     const fabric::WorkRequest read =
         fabric::WorkRequest::Read(0, staging_.data(), n, staging_mr_->lkey(), address + at, rkey);
@@ -386,6 +393,7 @@ absl::Status HeapReclaim::PushNode(uint8_t size_class, uint64_t node, layout::Fr
   const uint64_t head_at = layout::FreePoolHeadOffset(size_class);
   const uint32_t node_bytes = static_cast<uint32_t>(layout::FreeNodeBytes(size_class));
   uint64_t* const result = reinterpret_cast<uint64_t*>(staging_.data() + staging_.size() - 8);
+  RKV_RETURN_IF_ERROR(CheckInterrupted());
   uint64_t head = Load(memory_, head_at);  // A guess; the CAS tells.
   for (int attempt = 0; attempt < kPushTries; ++attempt) {
     const layout::FreePoolHead h = layout::FreePoolHead::Decode(head);

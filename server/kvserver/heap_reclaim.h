@@ -80,6 +80,10 @@ class HeapReclaim {
   void Reset();
   // Drops its queue pairs (the server stops serving); no step follows.
   void Disconnect();
+  // Called without the lock the steps run under, by a fence that waits
+  // for it: the step under way gives up at its next read of a backup or
+  // push (a fence must not wait long). Reset ends it.
+  void Interrupt() { interrupted_.store(true, std::memory_order_relaxed); }
 
   // Heap handed back to the pool since the start.
   uint64_t reclaimed_bytes() const { return reclaimed_.load(std::memory_order_relaxed); }
@@ -118,6 +122,8 @@ class HeapReclaim {
   template <typename F>
   absl::Status ReadBackup(Backup& b, uint64_t address, uint32_t rkey, uint64_t bytes, uint64_t unit,
                           F f);
+  // Cancelled once Interrupt was called, until Reset.
+  absl::Status CheckInterrupted() const;
   // Waits for `n` completions of `qp`, all successful.
   absl::Status Await(fabric::QueuePair& qp, size_t n, absl::Duration timeout, const char* what);
   // Pushes a node onto its class's stack (a WRITE of the node and a CAS of
@@ -131,6 +137,7 @@ class HeapReclaim {
   SessionLeases& leases_;
   const std::function<fabric::RemoteRegion()> address_;
   std::atomic<bool> enabled_{true};
+  std::atomic<bool> interrupted_{false};
 
   bool owed_ = false;  // Fenced sessions' heap awaits a round.
   absl::Time retry_at_ = absl::InfinitePast();

@@ -218,7 +218,10 @@ RegionStats RegionServer::Stats() const {
 
 absl::Status RegionServer::Fence(uint64_t generation) {
   // No census round runs across a fence: it would push what the settle
-  // that follows pools too.
+  // that follows pools too. A step under way gives up at its next read or
+  // push: a server that fences itself because its lease could not be
+  // renewed must do so in time.
+  if (reclaim_ != nullptr) reclaim_->Interrupt();
   std::lock_guard<std::mutex> lock(lease_mu_);
   if (reclaim_ != nullptr) reclaim_->Reset();
   // The old registration goes first: its rkey is refused from here on,
@@ -245,6 +248,7 @@ void RegionServer::StopServing() {
 }
 
 absl::Status RegionServer::Settle(bool wipe) {
+  if (reclaim_ != nullptr) reclaim_->Interrupt();
   std::lock_guard<std::mutex> lock(lease_mu_);
   if (reclaim_ != nullptr) reclaim_->Reset();  // The settle pools every gap.
   if (wipe) {
