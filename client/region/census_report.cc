@@ -49,6 +49,7 @@ absl::Status CensusReport::Init(Session& session, RegionCopies& copies, const Se
     std::memcpy(&word, header + layout::kSessionRoundOffset, 8);
     if (layout::CensusPhaseOf(word) != layout::kCensusIdle && !heap.tracking()) {
       heap.StartTracking();
+      reported_ = 0;
       tracked_round_ = layout::CensusRoundOf(word);
       tracked_copy_ = r;
     }
@@ -89,19 +90,23 @@ bool CensusReport::MaybeStart(const HeldBlocks& held, OpRounds& rounds) {
     }
     if (phase == layout::kCensusIdle || tables_[r].acked >= word) continue;
     report_.clear();
+    reporting_ = reported_;
     if (phase == layout::kCensusHoldings) {
       if (heap.tracking() && (r != tracked_copy_ || round != tracked_round_)) {
         continue;  // Another copy's round first; this one waits (or is given up).
       }
-      if (!heap.tracking()) heap.StartTracking();
+      if (!heap.tracking()) {
+        heap.StartTracking();
+        reported_ = reporting_ = 0;
+      }
       tracked_round_ = round;
       tracked_copy_ = r;
       heap.Holdings(&report_);
       held(&report_);
     } else if (heap.tracking() && r == tracked_copy_ && round == tracked_round_) {
-      // Tracking stops once the ack landed: should the report be lost with
-      // the connection, the session reconnects and reports it again.
-      heap.Tracked(&report_);
+      // What was tracked since the last report that landed (the server may
+      // scan anew and ask again); tracking goes on until the round ends.
+      reporting_ = heap.Tracked(&report_, reported_);
     }
     // A session that saw the round only once its scan was done has nothing
     // to tell: it reports nothing, and acks.
@@ -131,10 +136,7 @@ bool CensusReport::OnRound(OpRounds& rounds) {
     state_ = State::kWords;
   } else if (sent_ == report_.size()) {  // The ack landed.
     tables_[copy_].acked = answer_;
-    if (layout::CensusPhaseOf(answer_) == layout::kCensusTracked && heap_->tracking() &&
-        copy_ == tracked_copy_ && layout::CensusRoundOf(answer_) == tracked_round_) {
-      heap_->StopTracking();
-    }
+    reported_ = reporting_;
     state_ = State::kIdle;
     return true;
   }

@@ -75,6 +75,10 @@ class CensusReport {
   // Tracking for a round of a copy (heap.tracking()).
   uint64_t tracked_round_ = 0;
   int tracked_copy_ = 0;
+  // Words of what it tracked that a landed report said, and that the
+  // report being answered says once it lands.
+  size_t reported_ = 0;
+  size_t reporting_ = 0;
 };
 
 }  // namespace rkv::client_internal

@@ -7,6 +7,7 @@
 #ifndef RKV_CLIENT_SESSION_HEAP_ALLOCATOR_H_
 #define RKV_CLIENT_SESSION_HEAP_ALLOCATOR_H_
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <vector>
@@ -61,12 +62,15 @@ class HeapAllocator {
   // rest as ranges).
   void Holdings(std::vector<uint64_t>* out) const;
   // From now on, records as report words every block it frees and every
-  // block and range it takes in, until TakeTracked or StopTracking.
+  // block and range it takes in, until StopTracking.
   void StartTracking();
   bool tracking() const { return tracking_; }
-  // Appends what it recorded to `out`.
-  void Tracked(std::vector<uint64_t>* out) const {
-    out->insert(out->end(), tracked_.begin(), tracked_.end());
+  // Appends what it recorded, from its `from`th word on, to `out`; returns
+  // how many words it recorded in all.
+  size_t Tracked(std::vector<uint64_t>* out, size_t from) const {
+    from = std::min(from, tracked_.size());
+    out->insert(out->end(), tracked_.begin() + static_cast<std::ptrdiff_t>(from), tracked_.end());
+    return tracked_.size();
   }
   void StopTracking();
 

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -117,6 +118,15 @@ class Listener {
   // paused past its lease) from writing its memory, without the cost of
   // re-registering the region, which would cut off every client.
   virtual absl::Status Fence(uint64_t peer_id) = 0;
+
+  // The peer ids whose last queue pair accepted here closed since the
+  // last call (or since the listener began) and that have none open now,
+  // oldest first: their initiator closed them or is gone — an exiting
+  // process's connections close with it, at once — or the target closed
+  // them (a fence, a peer that stopped answering). Id 0 is never among
+  // them. A server fences such a client session at once instead of
+  // waiting out its lease.
+  virtual std::vector<uint64_t> TakeDeparted() = 0;
 };
 
 enum class FabricKind { kAuto, kVerbs, kSoft };

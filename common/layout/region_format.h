@@ -268,7 +268,8 @@ absl::StatusOr<FreeNode> DecodeFreeNode(absl::string_view bytes, uint8_t size_cl
 // then the census report area (below). owner is the session's id — the
 // fabric peer id its queue pairs carry, never 0 — claimed by a CAS from 0;
 // renewal is a count the client writes at least every quarter lease. A
-// session whose renewal the server has not seen change for a lease is
+// session whose renewal the server has not seen change for a lease, or
+// whose queue pairs there all closed (Listener::TakeDeparted), is
 // fenced (Listener::Fence of its id: none of its requests executes
 // afterwards) and its entry emptied; a client whose lease is in doubt takes
 // a new session. A client that closes empties its entry itself.
@@ -295,16 +296,20 @@ inline constexpr uint64_t SessionAckOffset(uint32_t slot) { return SessionOwnerO
 //   1 holdings  every session reports what it holds (free lists, chunks,
 //               blocks of operations in flight) and from then on keeps
 //               track of what it takes or frees;
-//   2 tracked   the server has scanned the index, the pool and the heap
-//               cursor; every session reports what it tracked, and stops;
+//   2+ tracked  the server has scanned the index, the pool and the heap
+//               cursor; every session reports what it tracked so far,
+//               and keeps tracking until the round ends. Should a session
+//               present at the scan be fenced, or close, before every
+//               session answered, the server scans anew and asks again
+//               (the phase byte is 2 + the scan's number);
 //   0 idle      no round (or the round ended or was given up).
 // A session reports by FAA of the cursor, then WRITEs of its words and of
 // its ack — the round word of the phase it answers — on one queue pair,
 // so that the words have landed when the ack is seen. A session that
 // claims its entry during a round tracks from then on. A session that
 // closes counts itself in departures before it hands its heap back to the
-// free pool, which the scan may have walked already: a round during which
-// one did so is given up. The server then
+// free pool, which the scan may have walked already: a scan during which
+// one did so is done anew. The server then
 // hands to the free pool every gap below the cursor it read that nothing
 // marked. A report word stands alone (a report cut short by a fence spoils
 // no other): size class << 56 | region offset, a block; or
@@ -318,9 +323,14 @@ enum CensusPhase : uint64_t { kCensusIdle = 0, kCensusHoldings = 1, kCensusTrack
 inline constexpr uint64_t CensusRoundWord(uint64_t round, CensusPhase phase) {
   return round << 8 | phase;
 }
+// The tracked phase after the round's scan number `scan` (from 0): the
+// phase byte is 2 + scan, so that each scan's word exceeds the last's.
+inline constexpr uint64_t CensusTrackedWord(uint64_t round, uint32_t scan) {
+  return round << 8 | (kCensusTracked + scan);
+}
 inline constexpr uint64_t CensusRoundOf(uint64_t word) { return word >> 8; }
 inline constexpr CensusPhase CensusPhaseOf(uint64_t word) {
-  return static_cast<CensusPhase>(word & 0xff);
+  return (word & 0xff) >= kCensusTracked ? kCensusTracked : static_cast<CensusPhase>(word & 0xff);
 }
 inline constexpr uint64_t ReportBlock(uint8_t size_class, uint64_t offset) {
   return uint64_t{size_class} << 56 | offset;

@@ -29,6 +29,9 @@ constexpr int kPushTries = 64;
 constexpr uint64_t kStagingBytes = (1 << 20) + 8;
 // How often a round waiting for backups to fence reads their tables.
 constexpr absl::Duration kBackupCheckEvery = absl::Milliseconds(20);
+// Scans of one round (each after sessions present at the last were fenced
+// or closed before they reported) before it is given up.
+constexpr uint32_t kMaxScans = 16;
 
 bool SameRegion(const fabric::RemoteRegion& a, const fabric::RemoteRegion& b) {
   return a.endpoint.address == b.endpoint.address && a.base == b.base && a.length == b.length &&
@@ -84,7 +87,8 @@ void HeapReclaim::Step(absl::Time now, absl::Span<const uint64_t> fenced) {
     if (phase_ != layout::kCensusIdle) fenced_.insert(fenced.begin(), fenced.end());
     // A session live at the scan may have linked or pushed what it took
     // since its ack, before it was fenced: only its report would say so.
-    if (phase_ == layout::kCensusTracked) return End("a session was fenced before it reported");
+    // A scan anew, once every copy fenced it, sees all it did.
+    if (phase_ == layout::kCensusTracked) stale_ = true;
   }
   if (phase_ == layout::kCensusIdle) {
     if (owed_ && enabled_.load(std::memory_order_relaxed) && now >= retry_at_) Start(now);
@@ -97,43 +101,56 @@ void HeapReclaim::Step(absl::Time now, absl::Span<const uint64_t> fenced) {
   // backups may take a while.)
   if (phase_since_ == absl::InfiniteFuture()) phase_since_ = now;
   if (now - phase_since_ > 3 * leases_.lease()) return End("sessions did not answer in time");
+  const bool tracked = phase_ == layout::kCensusTracked;
   bool gone = false;
-  const uint64_t word = layout::CensusRoundWord(round_, phase_);
-  const bool acked = Acked(word, phase_ == layout::kCensusTracked, &gone);
-  if (gone) return End("a session closed during the round");
+  const bool acked = Acked(RoundWord(), tracked, &gone);
+  // A session present at the scan that closed since handed back what it
+  // held, perhaps after the pool walk. (One that closed before the scan
+  // had: its entry empties after its last request landed.)
+  if (tracked && gone) stale_ = true;
   if (!acked) return;
   if (leases_.report_cursor() > leases_.report_words()) {
     return End("the reports outran the report area (kvserver --census_report_bytes)");
   }
-  if (phase_ == layout::kCensusHoldings) {
-    // What a fenced session held is nobody's only once no copy executes
-    // its requests: a late WRITE of it to a backup would land in a block
-    // handed to someone else. Each backup fences on its own clock, within
-    // a few of its checks of this one.
-    if (!unconfirmed_.empty() && !backups_.empty()) {
-      if (now < backups_checked_ + std::min(kBackupCheckEvery, leases_.lease() / 16)) return;
-      backups_checked_ = now;
-      absl::StatusOr<bool> fenced_everywhere = BackupsFenced();
-      if (!fenced_everywhere.ok()) {
-        RKV_LOG(WARNING) << "heap census: reading a backup's sessions: "
-                         << fenced_everywhere.status();
-        return End("a backup could not be read");
-      }
-      if (!*fenced_everywhere) return;
-    }
-    if (!Scan()) return End("the free pool would not hold still");
-    if (absl::Status s = MarkBackupSlots(); !s.ok()) {
-      RKV_LOG(WARNING) << "heap census: reading a backup's index: " << s;
+  // So did one that came during the round and closed since the scan.
+  if (tracked && leases_.departures() != departures_) stale_ = true;
+  if (tracked && !stale_) return Push();
+  // The scan, or a scan anew: sessions keep tracking until the round ends,
+  // so what they report after it covers all they took or freed since
+  // their holdings.
+  if (scans_ == kMaxScans) return End("sessions kept leaving during the round");
+  // What a fenced session held is nobody's only once no copy executes
+  // its requests: a late WRITE of it to a backup would land in a block
+  // handed to someone else. Each backup fences on its own clock, within
+  // a few of its checks of this one.
+  if (!unconfirmed_.empty() && !backups_.empty()) {
+    if (now < backups_checked_ + std::min(kBackupCheckEvery, leases_.lease() / 16)) return;
+    backups_checked_ = now;
+    absl::StatusOr<bool> fenced_everywhere = BackupsFenced();
+    if (!fenced_everywhere.ok()) {
+      RKV_LOG(WARNING) << "heap census: reading a backup's sessions: "
+                       << fenced_everywhere.status();
       return End("a backup could not be read");
     }
-    phase_ = layout::kCensusTracked;
-    phase_since_ = absl::InfiniteFuture();
-    leases_.SetRound(layout::CensusRoundWord(round_, phase_));
-    return;
+    if (!*fenced_everywhere) return;
   }
-  // A session that closed handed back what it held, perhaps after the
-  // pool walk; its report may not say all it had.
-  if (leases_.departures() != departures_) return End("a session closed during the round");
+  // Who is present at the scan, and how many sessions began to close by
+  // then: what changes of them until every session acked is seen above.
+  departures_ = leases_.departures();
+  NoteParticipants();
+  stale_ = false;
+  if (!Scan()) return End("the free pool would not hold still");
+  if (absl::Status s = MarkBackupSlots(); !s.ok()) {
+    RKV_LOG(WARNING) << "heap census: reading a backup's index: " << s;
+    return End("a backup could not be read");
+  }
+  ++scans_;
+  phase_ = layout::kCensusTracked;
+  phase_since_ = absl::InfiniteFuture();
+  leases_.SetRound(RoundWord());
+}
+
+void HeapReclaim::Push() {
   if (!MarkReports()) return End("the reports outran the report area");
   absl::StatusOr<uint64_t> pooled = PushGaps();
   if (!pooled.ok()) {
@@ -142,28 +159,38 @@ void HeapReclaim::Step(absl::Time now, absl::Span<const uint64_t> fenced) {
   }
   reclaimed_.fetch_add(*pooled, std::memory_order_relaxed);
   RKV_LOG(INFO) << "heap census round " << round_ << ": " << *pooled
-                << " bytes of fenced client sessions' heap back in the free pool";
+                << " bytes of fenced client sessions' heap back in the free pool"
+                << (scans_ > 1 ? absl::StrCat(" (", scans_, " scans)") : "");
   // Sessions fenced during the round may have reported what they held:
-  // another round takes that. Those fenced before its scan are gone from
-  // every copy; any fenced since gave the round up.
+  // another round takes that. Every one fenced before the last scan is
+  // gone from every copy.
   const bool again = !fenced_.empty();
   End(nullptr);
   owed_ = again;
   unconfirmed_.clear();
 }
 
+uint64_t HeapReclaim::RoundWord() const {
+  return phase_ == layout::kCensusTracked ? layout::CensusTrackedWord(round_, scans_ - 1)
+                                          : layout::CensusRoundWord(round_, phase_);
+}
+
 void HeapReclaim::Start(absl::Time now) {
   owed_ = false;
   ++round_;
+  scans_ = 0;
   phase_ = layout::kCensusHoldings;
   phase_since_ = now;
   fenced_.clear();
-  departures_ = leases_.departures();
   // The round word first: a session that claims an entry after its slot
   // was looked at below reads it, and tracks from its claim on (the fence
   // orders this store before the loads, as the claim's CAS does its READ).
-  leases_.SetRound(layout::CensusRoundWord(round_, phase_));
+  leases_.SetRound(RoundWord());
   std::atomic_thread_fence(std::memory_order_seq_cst);
+  NoteParticipants();
+}
+
+void HeapReclaim::NoteParticipants() {
   participants_.clear();
   for (uint32_t i = 0; i < leases_.slots(); ++i) {
     if (const uint64_t owner = leases_.owner(i); owner != 0) participants_.push_back({i, owner});
@@ -429,7 +456,7 @@ void HeapReclaim::End(const char* why) {
     retry_at_ = now_ + 2 * leases_.lease();
   }
   phase_ = layout::kCensusIdle;
-  leases_.SetRound(layout::CensusRoundWord(round_, phase_));
+  leases_.SetRound(RoundWord());
   participants_.clear();
   fenced_.clear();
   map_.reset();

@@ -14,7 +14,10 @@
 // nor pooled nor reported. Should a live session ever link or push B, it
 // held B at the scan: B was then in what it reported as held (it held B
 // at its ack, which came before the scan) or in what it tracked (it took
-// B in between). A fenced session can do nothing at all any more.
+// B in between). A fenced session can do nothing at all any more; one
+// fenced (or gone) after the scan but before its tracked report may have
+// linked or pushed such a B, so the round scans anew, which sees it, and
+// asks again (sessions track until the round ends).
 //
 // A replicated region's primary runs it for the group (its backups run
 // none): a session fenced here may still reach a backup that has yet to
@@ -94,6 +97,13 @@ class HeapReclaim {
     uint64_t owner;
   };
   void Start(absl::Time now);
+  // Notes the sessions present as the round's participants.
+  void NoteParticipants();
+  // The round word of the phase under way (of the last scan, when tracked).
+  uint64_t RoundWord() const;
+  // Every session acked the last scan and nothing spoiled it: marks the
+  // reports and pushes the gaps.
+  void Push();
   // Every participant still there acked `word`, and every session present
   // too when `everyone`; false while some must still answer. Sets
   // `*gone` when a participant left without being fenced (it closed: what
@@ -144,10 +154,14 @@ class HeapReclaim {
   absl::Time now_;  // Of the last step.
   uint64_t round_ = 0;
   layout::CensusPhase phase_ = layout::kCensusIdle;
-  absl::Time phase_since_;   // When the phase under way began.
-  uint64_t departures_ = 0;  // At the start.
-  std::vector<Participant> participants_;
-  absl::flat_hash_set<uint64_t> fenced_;  // During the round.
+  absl::Time phase_since_;  // When the phase under way began.
+  uint32_t scans_ = 0;      // Of the round under way.
+  // Since the last scan a session present at it was fenced or closed, or
+  // one began to close: the scan must be done anew.
+  bool stale_ = false;
+  uint64_t departures_ = 0;                // At the last scan.
+  std::vector<Participant> participants_;  // Present at the start, then at the last scan.
+  absl::flat_hash_set<uint64_t> fenced_;   // During the round.
   std::optional<HeapMap> map_;
   std::array<uint64_t, 256> named_bytes_{};
   uint64_t cursor_ = 0;  // The heap cursor at the scan.

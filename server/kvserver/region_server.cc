@@ -175,10 +175,6 @@ std::vector<uint64_t> RegionServer::CheckLeases(absl::Time now) {
 std::vector<uint64_t> RegionServer::CheckLeasesLocked(absl::Time now) {
   if (leases_ == nullptr || stop_leases_) return {};
   std::vector<uint64_t> fenced = leases_->Check(now, *listener_);
-  for (uint64_t id : fenced) {
-    RKV_LOG(INFO) << "fenced client session " << absl::StrCat(absl::Hex(id, absl::kZeroPad16))
-                  << ": no renewal in " << leases_->lease();
-  }
   reclaim_->Step(now, fenced);
   return fenced;
 }

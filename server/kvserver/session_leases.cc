@@ -1,7 +1,10 @@
 #include "server/kvserver/session_leases.h"
 
 #include <atomic>
+#include <string>
 
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
 #include "common/layout/region_format.h"
 #include "common/logging.h"
 #include "common/status.h"
@@ -56,6 +59,12 @@ std::vector<uint64_t> SessionLeases::Check(absl::Time now, fabric::Listener& lis
   // (the soft fabric runs in this process). Every lease starts anew.
   const bool unwatched = last_check_ != absl::InfinitePast() && now - last_check_ > lease_ / 4;
   last_check_ = now;
+  // A session whose connections all closed is fenced now, lease or not:
+  // its process exited (or the fabric gave up on it), and what it held is
+  // nobody's from its fence on, so the heap census need not wait out a
+  // lease of a crashed client.
+  const std::vector<uint64_t> departed = listener.TakeDeparted();
+  const absl::flat_hash_set<uint64_t> gone(departed.begin(), departed.end());
   uint32_t live = 0;
   for (uint32_t i = 0; i < slots_; ++i) {
     uint64_t* owner_word = &words_[layout::SessionOwnerOffset(i) / 8];
@@ -67,14 +76,17 @@ std::vector<uint64_t> SessionLeases::Check(absl::Time now, fabric::Listener& lis
       seen = {};
       continue;
     }
-    if (owner != seen.owner || renewal != seen.renewal || unwatched) {
-      seen = {owner, renewal, now};
-      ++live;
-      continue;
-    }
-    if (now - seen.since < lease_) {
-      ++live;
-      continue;
+    const bool left = gone.contains(owner);
+    if (!left) {
+      if (owner != seen.owner || renewal != seen.renewal || unwatched) {
+        seen = {owner, renewal, now};
+        ++live;
+        continue;
+      }
+      if (now - seen.since < lease_) {
+        ++live;
+        continue;
+      }
     }
     // Fenced first: once Fence returns, nothing of the session executes
     // here any more, so the entry it might still have renewed is ours.
@@ -89,6 +101,12 @@ std::vector<uint64_t> SessionLeases::Check(absl::Time now, fabric::Listener& lis
     std::atomic_ref<uint64_t>(*owner_word).compare_exchange_strong(expected, 0);
     seen = {};
     fenced.push_back(owner);
+    const std::string id = absl::StrCat(absl::Hex(owner, absl::kZeroPad16));
+    if (left) {
+      RKV_LOG(INFO) << "fenced client session " << id << ": its connections closed";
+    } else {
+      RKV_LOG(INFO) << "fenced client session " << id << ": no renewal in " << lease_;
+    }
   }
   live_.store(live, std::memory_order_relaxed);
   fenced_.fetch_add(fenced.size(), std::memory_order_relaxed);

@@ -1,8 +1,9 @@
 // The leases of one region's clients (common/layout/region_format.h,
 // "Client sessions"): the session table, registered with the fabric beside
-// the region, and the check that fences every session whose lease lapsed,
-// so that a client the server gave up on — crashed, cut off, or paused past
-// its lease — can never again write the region.
+// the region, and the check that fences every session whose lease lapsed
+// or whose connections all closed, so that a client the server gave up on —
+// crashed, cut off, or paused past its lease — can never again write the
+// region.
 #ifndef RKV_SERVER_KVSERVER_SESSION_LEASES_H_
 #define RKV_SERVER_KVSERVER_SESSION_LEASES_H_
 
@@ -34,8 +35,9 @@ class SessionLeases {
   absl::Duration lease() const { return lease_; }
 
   // Looks at every entry. A new owner, or a renewal seen to change, starts
-  // the entry's lease anew at `now`; an owner whose lease has run out is
-  // fenced on `listener` and its entry emptied. Returns the ids fenced.
+  // the entry's lease anew at `now`; an owner whose lease has run out, or
+  // whose queue pairs here all closed (Listener::TakeDeparted), is fenced
+  // on `listener` and its entry emptied. Returns the ids fenced.
   // Called every eighth of a lease: how late a lapse is noticed. A call
   // more than a quarter lease after the last starts every lease anew: the
   // renewals of that time were not watched.

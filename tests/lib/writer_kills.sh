@@ -41,9 +41,11 @@ wait_stat() {
 
 # kill_writers N: N times, a YCSB-A kvbench (2 threads x 16 in flight)
 # killed with SIGKILL once it has written for a second (its first
-# progress line).
+# progress line). Adds the errors the writers' last progress lines
+# counted to writer_errors.
+writer_errors=0
 kill_writers() {
-  local i out pid start deadline
+  local i out pid start deadline errors
   for i in $(seq 1 "$1"); do
     out="$RKV_CLUSTER_DIR/writer.out"
     "$bin/kvbench" "${flags[@]}" --phase=run --workload=a --threads=2 --outstanding=16 \
@@ -59,6 +61,8 @@ kill_writers() {
     kill -9 "$pid"
     proc_wait_gone "$pid" "$start" 10 || fail "writer $i outlived SIGKILL"
     wait "$pid" 2>/dev/null || true
+    errors=$(grep -oE 'errors [0-9]+' "$out" | tail -1 | cut -d' ' -f2)
+    writer_errors=$((writer_errors + ${errors:-0}))
   done
 }
 

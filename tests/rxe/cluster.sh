@@ -6,7 +6,9 @@
 #
 #   tests/rxe/cluster.sh restart BIN_DIR   workloads A and D with --verify
 #       --check; then A again while one server is killed with kill -9 and
-#       restarted from its region file.
+#       restarted from its region file; then a writer killed with kill -9,
+#       whose sessions every server fences at once for their closed
+#       connections, and whose heap comes back.
 #   tests/rxe/cluster.sh loss BIN_DIR   workload A with --verify --check
 #       while the link loses 1 % of packets with 2 ms delay: RC
 #       retransmission hides it, but for the responses Soft-RoCE loses
@@ -124,6 +126,32 @@ case "$mode" in
     say "s2 is back"
     finish_load restart
     expect_clean "kill -9 and restart" "$dir/restart.json"
+    # The kernel disconnects a killed process's connections (its cm ids
+    # go with it): each server fences the writer's session at its next
+    # check, not a lease later, and its heap census takes back the heap.
+    say "a writer killed with kill -9"
+    fences='fenced client session .*: its connections closed'
+    rounds='heap census round .* back in the free pool'
+    declare -A fences_before rounds_before
+    for s in s1 s2 s3; do
+      fences_before[$s]=$(grep -c "$fences" "$dir/$s.log" || true)
+      rounds_before[$s]=$(grep -c "$rounds" "$dir/$s.log" || true)
+    done
+    start_load crash 30
+    wait_progress crash 300
+    kill -9 "$load_pid"
+    wait "$load_pid" 2>/dev/null || true
+    load_pid=""
+    deadline=$((SECONDS + 20))
+    for s in s1 s2 s3; do
+      until [ "$(grep -c "$fences" "$dir/$s.log")" -gt "${fences_before[$s]}" ] &&
+          [ "$(grep -c "$rounds" "$dir/$s.log")" -gt "${rounds_before[$s]}" ]; do
+        [ "$SECONDS" -lt "$deadline" ] ||
+          fail "$s did not fence the killed writer for its closed connections and reclaim its heap in 20 s"
+        sleep 0.2
+      done
+    done
+    say "every server fenced the killed writer and took its heap back"
     ;;
   loss)
     start_load loss 30

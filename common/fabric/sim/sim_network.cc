@@ -15,14 +15,22 @@ class SimQueuePair final : public SoftQueuePair {
  public:
   SimQueuePair(std::shared_ptr<SimNetwork> net, std::shared_ptr<const MemoryTable> local,
                std::shared_ptr<const MemoryTable> target, uint64_t listener_id,
-               const QueuePairOptions& options)
+               std::shared_ptr<PeerDepartures> departures, const QueuePairOptions& options)
       : SoftQueuePair(std::move(local), options),
         net_(std::move(net)),
         target_(std::move(target)),
         listener_id_(listener_id),
-        peer_id_(options.peer_id) {}
+        departures_(std::move(departures)),
+        peer_id_(options.peer_id) {
+    departures_->Opened(peer_id_);
+  }
 
-  ~SimQueuePair() override { net_->Detach(this); }
+  // Its requests not yet stepped are gone with it, as a crashed process's
+  // are: the target sees the peer depart.
+  ~SimQueuePair() override {
+    net_->Detach(this);
+    departures_->Closed(peer_id_);
+  }
 
   size_t Poll(absl::Span<Completion> out) override {
     net_->RunSlice();
@@ -62,6 +70,7 @@ class SimQueuePair final : public SoftQueuePair {
   const std::shared_ptr<SimNetwork> net_;
   const std::shared_ptr<const MemoryTable> target_;
   const uint64_t listener_id_;
+  const std::shared_ptr<PeerDepartures> departures_;
   const uint64_t peer_id_;
 };
 
@@ -116,8 +125,13 @@ std::shared_ptr<CompletionChannel> SimNetwork::NewCompletionChannel() {
 
 class SimListener final : public Listener {
  public:
-  SimListener(std::shared_ptr<SimNetwork> net, std::string name, uint64_t id, std::string token)
-      : net_(std::move(net)), name_(std::move(name)), id_(id), token_(std::move(token)) {}
+  SimListener(std::shared_ptr<SimNetwork> net, std::string name, uint64_t id, std::string token,
+              std::shared_ptr<PeerDepartures> departures)
+      : net_(std::move(net)),
+        name_(std::move(name)),
+        id_(id),
+        token_(std::move(token)),
+        departures_(std::move(departures)) {}
   ~SimListener() override { net_->RemoveListener(name_, id_); }
   Endpoint endpoint() const override { return {absl::StrCat("sim:", name_), token_}; }
   absl::Status Fence(uint64_t peer_id) override {
@@ -125,12 +139,14 @@ class SimListener final : public Listener {
     net_->Fence(name_, id_, peer_id);
     return absl::OkStatus();
   }
+  std::vector<uint64_t> TakeDeparted() override { return departures_->Take(); }
 
  private:
   const std::shared_ptr<SimNetwork> net_;
   const std::string name_;
   const uint64_t id_;
   const std::string token_;
+  const std::shared_ptr<PeerDepartures> departures_;
 };
 
 SimNetwork::SimNetwork(uint64_t seed, SimOptions options)
@@ -160,9 +176,10 @@ absl::StatusOr<std::unique_ptr<Listener>> SimNetwork::Listen(
     return absl::AlreadyExistsError(absl::StrCat("sim address ", name, " is in use"));
   }
   const uint64_t id = next_listener_id_++;
-  listeners_[name] = {table, options.token, id};
+  auto departures = std::make_shared<PeerDepartures>();
+  listeners_[name] = {table, options.token, id, {}, departures};
   return std::unique_ptr<Listener>(
-      std::make_unique<SimListener>(shared_from_this(), name, id, options.token));
+      std::make_unique<SimListener>(shared_from_this(), name, id, options.token, departures));
 }
 
 absl::StatusOr<std::unique_ptr<QueuePair>> SimNetwork::Connect(
@@ -189,7 +206,7 @@ absl::StatusOr<std::unique_ptr<QueuePair>> SimNetwork::Connect(
         "connect ", endpoint.address, ": the target fenced peer id ", options.peer_id));
   }
   auto qp = std::make_unique<SimQueuePair>(shared_from_this(), std::move(local), std::move(target),
-                                           it->second.id, options);
+                                           it->second.id, it->second.departures, options);
   queue_pairs_.push_back(qp.get());
   return std::unique_ptr<QueuePair>(std::move(qp));
 }

@@ -28,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "common/fabric/fabric.h"
 #include "common/fabric/memory_table.h"
+#include "common/fabric/peer_departures.h"
 #include "common/fabric/soft/soft_transport.h"
 #include "common/random.h"
 
@@ -82,6 +83,7 @@ class SimNetwork : public SoftTransport, public std::enable_shared_from_this<Sim
     std::string token;
     uint64_t id = 0;
     absl::flat_hash_set<uint64_t> fenced;  // Peer ids Listener::Fence named.
+    std::shared_ptr<PeerDepartures> departures;
   };
 
   // Runs up to `max_steps` steps; returns how many ran.

@@ -46,7 +46,10 @@ SoftTargetConnection::SoftTargetConnection(const SoftTargetContext& context, Fd 
   in_.Reserve(kInputBytes);
 }
 
-SoftTargetConnection::~SoftTargetConnection() { ::shutdown(fd_.get(), SHUT_RDWR); }
+SoftTargetConnection::~SoftTargetConnection() {
+  ::shutdown(fd_.get(), SHUT_RDWR);
+  if (state_ == State::kServing) context_.departures.Closed(peer_id_);
+}
 
 void SoftTargetConnection::NoteEvents(uint32_t epoll_events) {
   // Errors and hang-ups are found by the next recv or send.
@@ -174,6 +177,7 @@ bool SoftTargetConnection::Handshake() {
   }
   peer_id_ = hello.peer_id;
   state_ = State::kServing;
+  context_.departures.Opened(peer_id_);
   return true;
 }
 

@@ -20,6 +20,7 @@
 #include "absl/time/time.h"
 #include "common/fabric/byte_buffer.h"
 #include "common/fabric/memory_table.h"
+#include "common/fabric/peer_departures.h"
 #include "common/fabric/remote_op.h"
 #include "common/socket.h"
 
@@ -50,6 +51,8 @@ struct SoftTargetContext {
   std::string token;         // Peers must present it; empty accepts any.
   absl::Duration busy_poll;  // An idle loop spins this long before it sleeps.
   FencedPeers fenced;
+  // Counted by the connections (which see the context as const).
+  mutable PeerDepartures departures;
 };
 
 class SoftTargetConnection {

@@ -58,6 +58,8 @@ class SoftTcpListener final : public Listener {
     return absl::OkStatus();
   }
 
+  std::vector<uint64_t> TakeDeparted() override { return context_->departures.Take(); }
+
  private:
   void AcceptLoop();
 

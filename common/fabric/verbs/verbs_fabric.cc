@@ -23,6 +23,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/fabric/peer_departures.h"
 #include "common/fabric/verbs/verbs_connect.h"
 #include "common/fabric/verbs/verbs_device.h"
 #include "common/fabric/work_request_check.h"
@@ -494,6 +495,10 @@ class VerbsListener final : public Listener {
     return absl::OkStatus();
   }
 
+  // A client process that exits destroys its cm ids, whose connections
+  // the kernel disconnects: the event thread sees them go at once.
+  std::vector<uint64_t> TakeDeparted() override { return departures_.Take(); }
+
   // The probes in flight at once are bounded by the shared CQ.
   static constexpr int kCqEntries = 4096;
 
@@ -590,6 +595,7 @@ class VerbsListener final : public Listener {
     // connection.
     if (it->second.probing) --probes_in_flight_;
     serials_.erase(it->second.serial);
+    departures_.Closed(it->second.peer_id);
     accepted_.erase(it);
   }
 
@@ -610,6 +616,7 @@ class VerbsListener final : public Listener {
     a.peer_id = accepted->peer_id;
     a.serial = ++last_serial_;
     serials_[a.serial] = id;
+    departures_.Opened(a.peer_id);
   }
 
   const std::shared_ptr<VerbsDevice> device_;
@@ -623,6 +630,7 @@ class VerbsListener final : public Listener {
   std::map<rdma_cm_id*, Accepted> accepted_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, rdma_cm_id*> serials_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<uint64_t> fenced_ ABSL_GUARDED_BY(mu_);  // Peer ids.
+  PeerDepartures departures_;
   uint64_t last_serial_ ABSL_GUARDED_BY(mu_) = 0;
   int probes_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread thread_;

@@ -1103,6 +1103,54 @@ TEST_P(ConformanceTest, FencingAPeerNeverSeenRefusesItLater) {
               ElementsAre(kSuccess));
 }
 
+// The departures the listener collects until its peers' ids show `want`
+// times in all, 10 s at most: the target learns of a close in its own time.
+std::vector<uint64_t> AwaitDepartures(Listener& listener, uint64_t id, size_t want) {
+  std::vector<uint64_t> all;
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (static_cast<size_t>(std::count(all.begin(), all.end(), id)) < want &&
+         absl::Now() < deadline) {
+    for (uint64_t d : listener.TakeDeparted()) all.push_back(d);
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return all;
+}
+
+// How a server learns at once that a client process is gone: the listener
+// names a peer once its last queue pair closed, and only then.
+TEST_P(ConformanceTest, ListenerNamesAPeerOnceItsLastQueuePairClosed) {
+  constexpr uint64_t kPeer = 41, kStaying = 42;
+  auto first = ConnectAs(kPeer);
+  auto second = ConnectAs(kPeer);
+  auto staying = ConnectAs(kStaying);
+  auto anonymous = Connect();
+  ASSERT_TRUE(first && second && staying && anonymous);
+  for (QueuePair* qp : {first.get(), second.get(), staying.get(), anonymous.get()}) {
+    ASSERT_THAT(Statuses(env_->Run(*qp, {env_->Read(1, 0, local(0), 8)}, 1)),
+                ElementsAre(kSuccess));
+  }
+  first.reset();
+  anonymous.reset();
+  second.reset();
+  // Named once, for its last queue pair; never a peer still connected, nor
+  // queue pairs that name no peer.
+  std::vector<uint64_t> gone = AwaitDepartures(*env_->listener, kPeer, 1);
+  absl::SleepFor(absl::Milliseconds(100));  // A second naming would come now.
+  for (uint64_t d : env_->listener->TakeDeparted()) gone.push_back(d);
+  EXPECT_THAT(gone, ElementsAre(kPeer));
+
+  // Back, and gone again.
+  auto again = ConnectAs(kPeer);
+  ASSERT_NE(again, nullptr);
+  ASSERT_THAT(Statuses(env_->Run(*again, {env_->Read(1, 0, local(0), 8)}, 1)),
+              ElementsAre(kSuccess));
+  EXPECT_THAT(env_->listener->TakeDeparted(), ::testing::IsEmpty());
+  again.reset();
+  EXPECT_THAT(AwaitDepartures(*env_->listener, kPeer, 1), ElementsAre(kPeer));
+  EXPECT_THAT(Statuses(env_->Run(*staying, {env_->Read(1, 0, local(0), 8)}, 1)),
+              ElementsAre(kSuccess));
+}
+
 std::string ParamName(const ::testing::TestParamInfo<Backend>& info) {
   return BackendName(info.param);
 }

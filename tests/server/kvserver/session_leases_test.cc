@@ -3,6 +3,8 @@
 // so that a client paused past it can write nothing any more; the client
 // then goes on as a new session. The server's checks and the client's
 // clock are driven by hand here, as a pause would leave them.
+#include "server/kvserver/session_leases.h"
+
 #include <atomic>
 #include <functional>
 #include <memory>
@@ -10,10 +12,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "common/layout/region_format.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/kvserver/region_server.h"
 #include "tests/client/region/kv_test_env.h"
 #include "tests/client/region/manual_clock.h"
+#include "tests/common/fabric/fabric_test_env.h"
 
 namespace rkv::testing {
 namespace {
@@ -191,6 +196,50 @@ TEST_P(SessionLeasesTest, AFullTableRefusesANewSessionWithAClearError) {
   // One closes: there is room again.
   b.reset();
   EXPECT_TRUE(env_->NewClient(o).ok());
+}
+
+// A client process that exits closes its connections: the server fences
+// its session at the next check instead of waiting out the lease (so the
+// heap census can take its heap back soon); a session whose queue pair is
+// still open keeps its entry.
+TEST_P(SessionLeasesTest, ASessionWhoseConnectionsClosedIsFencedAtTheNextCheck) {
+  auto net = fabric::testing::FabricTestEnv::Create(GetParam() == KvBackend::kSoftTcp
+                                                        ? fabric::testing::Backend::kSoftTcp
+                                                        : fabric::testing::Backend::kSoftSim);
+  ASSERT_TRUE(net.ok()) << net.status();
+  fabric::testing::FabricTestEnv& fabric_env = **net;
+  auto leases = server::SessionLeases::Create(*fabric_env.target, 4, kLease, 0);
+  ASSERT_TRUE(leases.ok()) << leases.status();
+  constexpr uint64_t kCrashed = 0xC0FFEE, kLive = 0xBEEF;
+  auto crashed = fabric_env.ConnectAs(kCrashed);
+  auto live = fabric_env.ConnectAs(kLive);
+  ASSERT_TRUE(crashed.ok() && live.ok());
+  uint8_t* buf = fabric_env.local_mem->data();
+  for (fabric::QueuePair* qp : {crashed->get(), live->get()}) {
+    ASSERT_EQ(fabric_env.Run(*qp, {fabric_env.Read(1, 0, buf, 8)}, 1).size(), 1u);
+  }
+  // Their entries, as their claims left them.
+  auto owner = [&](uint32_t slot) {
+    return std::atomic_ref<uint64_t>(
+        (*leases)->WordsForTesting()[layout::SessionOwnerOffset(slot) / 8]);
+  };
+  owner(0).store(kCrashed);
+  owner(1).store(kLive);
+  const absl::Time t = absl::Now();  // The server's clock stands: no lease lapses.
+  EXPECT_TRUE((*leases)->Check(t, *fabric_env.listener).empty());
+
+  crashed->reset();
+  std::vector<uint64_t> fenced;
+  for (const absl::Time deadline = absl::Now() + absl::Seconds(10);
+       fenced.empty() && absl::Now() < deadline; absl::SleepFor(absl::Milliseconds(5))) {
+    fenced = (*leases)->Check(t, *fabric_env.listener);
+  }
+  EXPECT_THAT(fenced, ::testing::ElementsAre(kCrashed));
+  EXPECT_EQ(owner(0).load(), 0u);
+  EXPECT_EQ(owner(1).load(), kLive);
+  EXPECT_EQ((*leases)->live(), 1u);
+  // Fenced for good: the id is refused a new connection.
+  EXPECT_TRUE(absl::IsFailedPrecondition(fabric_env.ConnectAs(kCrashed).status()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, SessionLeasesTest,
