@@ -137,7 +137,12 @@ case "$mode" in
       fences_before[$s]=$(grep -c "$fences" "$dir/$s.log" || true)
       rounds_before[$s]=$(grep -c "$rounds" "$dir/$s.log" || true)
     done
-    start_load crash 30
+    # Started as itself (not through the kvbench function, whose subshell
+    # the kill would hit instead).
+    "$bin/kvbench" --coordinator="$RKV_COORDINATOR" --fabric=verbs \
+      --rdma_device="$RKV_RXE_CLIENT_DEVICE" --phase=run --workload=a --records=1000 \
+      --duration=30s --threads=2 --outstanding=4 >"$dir/crash.log" 2>&1 &
+    load_pid=$!
     wait_progress crash 300
     kill -9 "$load_pid"
     wait "$load_pid" 2>/dev/null || true
