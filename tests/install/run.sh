@@ -45,7 +45,7 @@ cmake -S "$src" -B "$work/consumer" -DCMAKE_PREFIX_PATH="$prefix" \
   -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$work/consumer" -j "$(nproc)" >/dev/null
 pc="$(find "$prefix" -name rkv.pc)"
-# As the README tells a user of a prefix outside the loader's path: the
+# As docs/DEPLOY.md tells a user of a prefix outside the loader's path: the
 # library's folder as the program's run path.
 libdir="$(PKG_CONFIG_PATH="$(dirname "$pc")" pkg-config --variable=libdir rkv)"
 # shellcheck disable=SC2046
