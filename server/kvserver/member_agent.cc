@@ -93,13 +93,24 @@ void MemberAgent::CountStats() {
   // threads come first (Linux takes a nice value per thread).
   (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 10);
   std::unique_lock<std::mutex> lock(stats_mu_);
-  while (!stats_cv_.wait_for(lock, absl::ToChronoMilliseconds(kStatsEvery),
-                             [this] { return stopping_; })) {
+  for (;;) {
+    stats_cv_.wait_for(lock, absl::ToChronoMilliseconds(kStatsEvery),
+                       [this] { return stopping_ || recount_; });
+    if (stopping_) return;
+    recount_ = false;
     lock.unlock();
     proto::RegionStats counted = ToProto(region_.Stats());
     lock.lock();
     stats_ = std::move(counted);
   }
+}
+
+void MemberAgent::RecountStats() {
+  {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    recount_ = true;
+  }
+  stats_cv_.notify_all();
 }
 
 proto::RegionStats MemberAgent::FreshStats() {
@@ -253,6 +264,10 @@ grpc::Status MemberAgent::Exchange() {
   }
   term_ = resp.term();
   renewed_at_ = sent;
+  // A reconfiguration of this server's group ended: its region may have
+  // been settled, or pushed or copied into. What kvctl shows is counted
+  // now, for the next heartbeat, not up to kStatsEvery later.
+  if (hurry_ && !resp.hurry()) RecountStats();
   hurry_ = resp.hurry();
   if (replicas_ > 1) {
     std::vector<fabric::RemoteRegion> backups;

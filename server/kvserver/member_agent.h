@@ -50,8 +50,10 @@ class MemberAgent {
   bool ForgetPush();
   // The region's usage as last counted.
   proto::RegionStats FreshStats();
-  // Counts it every few seconds until the agent goes.
+  // Counts it every few seconds, and when asked, until the agent goes.
   void CountStats();
+  // Asks for a count now.
+  void RecountStats();
   absl::Duration RpcTimeout() const;
   // How long one coordinator of the list is given to answer.
   absl::Duration PerTry() const;
@@ -87,6 +89,7 @@ class MemberAgent {
   std::mutex stats_mu_;
   std::condition_variable stats_cv_;
   bool stopping_ = false;     // Guarded by stats_mu_.
+  bool recount_ = false;      // Guarded by stats_mu_: count now.
   proto::RegionStats stats_;  // Guarded by stats_mu_.
   std::thread stats_thread_;
 

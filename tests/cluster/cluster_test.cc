@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -419,6 +420,60 @@ TEST_F(ReplicatedClusterTest, ClientsKeepWorkingWhileASpareIsCopiedIn) {
     ASSERT_TRUE(got.ok()) << key << ": " << got.status();
     EXPECT_EQ(*got, value) << key;
   }
+}
+
+// What kvctl status shows for each server (its figures in the map) is
+// right soon after each way its region changes under it: a restart from
+// its region file, then the reconfiguration that settles the copies and
+// pushes what differs; a server back blank, copied into while the group
+// serves. Soon: within two seconds of the group serving again (three
+// leases under a sanitizer's longer lease), not at the next periodic count
+// (every 5 s).
+TEST_F(ReplicatedClusterTest, EveryServersFiguresAreRightSoonAfterItsRegionChanges) {
+  StartServers(2);
+  auto client = OpenClient();
+  ASSERT_NE(client, nullptr);
+  constexpr uint64_t kKeys = 300;
+  for (uint64_t i = 0; i < kKeys; ++i) {
+    ASSERT_TRUE(client->Put(absl::StrCat("k", i), std::string(500, 'v')).ok()) << i;
+  }
+  // Every member counts every record, and the same live heap: the copies
+  // hold the same blocks.
+  const auto right = [&](const proto::ClusterMap& m) {
+    if (m.groups_size() != 1 || m.groups(0).state() != proto::GROUP_STATE_SERVING ||
+        m.groups(0).members_size() != 2) {
+      return false;
+    }
+    uint64_t live = 0;
+    for (const std::string& id : m.groups(0).members()) {
+      for (const auto& s : m.servers()) {
+        if (s.id() != id) continue;
+        if (s.stats().slots_used() != kKeys) return false;
+        if (live == 0) live = s.stats().heap_live();
+        if (s.stats().heap_live() != live) return false;
+      }
+    }
+    return live >= kKeys * 500;
+  };
+  const auto right_soon = [&]() {
+    const absl::Time deadline =
+        absl::Now() + std::max(absl::Seconds(2), 3 * absl::Milliseconds(kLeaseMs));
+    while (absl::Now() < deadline) {
+      if (right(Map())) return true;
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    return false;
+  };
+  ASSERT_TRUE(WaitForMap(right)) << Map().ShortDebugString();
+
+  const std::string backup = Map().groups(0).members(1);
+  RestartServer(backup);
+  ASSERT_TRUE(WaitForGroups(1));
+  EXPECT_TRUE(right_soon()) << "after a restart and a push: " << Map().ShortDebugString();
+
+  RestartServer(backup, /*lose_region=*/true);
+  ASSERT_TRUE(WaitForGroups(1));
+  EXPECT_TRUE(right_soon()) << "after a live copy: " << Map().ShortDebugString();
 }
 
 // Nothing changes while the coordinator cannot store its state (its state
