@@ -180,9 +180,11 @@ bool CoordinatorService::CommitLocked(Saved before) {
   epoch_++;
   const absl::Status s = store_->Commit(MapLocked());
   if (s.ok()) {
+    commits_++;
     changed_.notify_all();
     return true;
   }
+  commit_failures_++;
   RKV_LOG(WARNING) << "change not stored, undone (" << s.message() << ")";
   for (auto& [id, e] : before.servers) {
     if (auto it = servers_.find(id); it != servers_.end()) {
@@ -389,6 +391,16 @@ grpc::Status CoordinatorService::GetClusterMap(grpc::ServerContext* ctx,
   }
   *resp = MapLocked();
   return grpc::Status::OK;
+}
+
+CoordinatorService::Snapshot CoordinatorService::MetricsSnapshot() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  Snapshot s;
+  if (loaded_) s.map = MapLocked();
+  s.leading = LeadershipLocked().CanRenew(MonotonicNow());
+  s.commits = commits_;
+  s.commit_failures = commit_failures_;
+  return s;
 }
 
 grpc::Status CoordinatorService::WatchClusterMap(grpc::ServerContext* ctx,

@@ -73,6 +73,15 @@ class CoordinatorService final : public proto::Coordinator::Service, private Sta
   grpc::Status Describe(grpc::ServerContext* ctx, const proto::DescribeRequest* req,
                         proto::CoordinatorStatus* resp) override;
 
+  // For /metrics (coordinator_metrics.h).
+  struct Snapshot {
+    proto::ClusterMap map;  // Empty until the state was read.
+    bool leading = false;   // It may renew leases now.
+    uint64_t commits = 0;   // Changes of the state stored, and refused by the store.
+    uint64_t commit_failures = 0;
+  };
+  Snapshot MetricsSnapshot() const;
+
  private:
   struct ServerEntry {
     proto::ServerInfo info;
@@ -132,6 +141,8 @@ class CoordinatorService final : public proto::Coordinator::Service, private Sta
   // The store holds another cluster's state (status()).
   absl::Status refused_;
   bool stopping_ = false;
+  uint64_t commits_ = 0;
+  uint64_t commit_failures_ = 0;
   std::thread lease_thread_;
 };
 

@@ -15,7 +15,9 @@
 #include "common/file_limit.h"
 #include "common/flags.h"
 #include "common/logging.h"
+#include "common/metrics_endpoint.h"
 #include "grpcpp/grpcpp.h"
+#include "server/kvcoord/coordinator_metrics.h"
 #include "server/kvcoord/coordinator_service.h"
 #include "server/kvcoord/etcd_state_store.h"
 #include "server/kvcoord/file_state_store.h"
@@ -46,6 +48,9 @@ ABSL_FLAG(std::string, advertise, "",
           "The address servers and clients reach this kvcoord at (default: --listen, with the "
           "port bound).");
 
+ABSL_FLAG(std::string, metrics_listen, "",
+          "Serve Prometheus metrics at http://HOST:PORT/metrics (e.g. 127.0.0.1:9465; port 0: "
+          "any free, logged); empty: none. Bind it to localhost or a private network.");
 ABSL_FLAG(uint32_t, replicas, 1,
           "Copies of every key (1 to 3): the servers form replica groups of this many, each "
           "holding mirrored copies of one region; a group that loses a server goes on with the "
@@ -135,7 +140,7 @@ int main(int argc, char** argv) {
                   "Usage: kvcoord [--listen=HOST:PORT] [--lease_ms=MS] [--replicas=R]\n"
                   "               [--etcd=HOST:PORT,... [--etcd_prefix=P] [--id=NAME]\n"
                   "                [--advertise=HOST:PORT] | --state_file=F]\n"
-                  "               [--token=T|--token_file=F]");
+                  "               [--token=T|--token_file=F] [--metrics_listen=127.0.0.1:9465]");
   if (absl::Status s = rkv::EnsureFileLimit(256); !s.ok()) return Fail(1, s);
   auto token = rkv::ClusterTokenFromFlags();
   if (!token.ok()) return Fail(2, token.status());
@@ -172,11 +177,21 @@ int main(int argc, char** argv) {
                 << absl::GetFlag(FLAGS_lease_ms) << " ms"
                 << (absl::GetFlag(FLAGS_etcd).empty() ? "" : ", state in etcd")
                 << (token->empty() ? ", NO cluster token (anyone may register)" : "");
+  std::unique_ptr<rkv::MetricsEndpoint> metrics;
+  if (const std::string at = absl::GetFlag(FLAGS_metrics_listen); !at.empty()) {
+    auto started = rkv::MetricsEndpoint::Start(at, [&service] {
+      return rkv::server::RenderCoordinatorMetrics(service.MetricsSnapshot());
+    });
+    if (!started.ok()) return Fail(1, started.status());
+    metrics = std::move(started).value();
+    RKV_LOG(INFO) << "kvcoord " << id << ": metrics at http://" << metrics->address() << "/metrics";
+  }
   std::signal(SIGINT, [](int) { g_stop = 1; });
   std::signal(SIGTERM, [](int) { g_stop = 1; });
   absl::Status status;
   while (!g_stop && (status = service.status()).ok()) absl::SleepFor(absl::Milliseconds(50));
   RKV_LOG(INFO) << "kvcoord stopping";
+  metrics.reset();
   service.Stop();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   return status.ok() ? 0 : Fail(2, status);

@@ -4,6 +4,8 @@
 // the way: clients reach the region with one-sided RDMA only.
 #include <csignal>
 #include <iostream>
+#include <memory>
+#include <string>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
@@ -12,9 +14,11 @@
 #include "common/file_limit.h"
 #include "common/flags.h"
 #include "common/logging.h"
+#include "common/metrics_endpoint.h"
 #include "proto/coordinator_stub.h"
 #include "server/kvserver/member_agent.h"
 #include "server/kvserver/region_server.h"
+#include "server/kvserver/server_metrics.h"
 
 ABSL_FLAG(std::string, coordinator, rkv::kDefaultCoordinator,
           "Every kvcoord's gRPC address, comma-separated: the server renews its lease with "
@@ -56,6 +60,10 @@ ABSL_FLAG(std::string, copy_rate, "0",
           "copies its region to a spare while clients keep working (e.g. 200MiB), so that "
           "the copy leaves them the network; 0: no ceiling. Copies made while its group is "
           "paused go at full speed.");
+ABSL_FLAG(std::string, metrics_listen, "",
+          "Serve Prometheus metrics at http://HOST:PORT/metrics (e.g. 127.0.0.1:9464; port 0: "
+          "any free, logged); empty: none. Bind it to localhost or a private network: the "
+          "figures are not secret, but nothing checks who asks.");
 
 namespace {
 
@@ -76,7 +84,7 @@ int main(int argc, char** argv) {
       "                [--memory=64MiB] [--region_file=PATH] [--token=T|--token_file=F]\n"
       "                [--soft_threads=N] [--soft_busy_poll=50us] [--copy_rate=200MiB]\n"
       "                [--grace_period=200ms] [--client_lease=5s] [--session_slots=4096]\n"
-      "                [--census_report_bytes=0]");
+      "                [--census_report_bytes=0] [--metrics_listen=127.0.0.1:9464]");
   if (absl::Status s = rkv::EnsureFileLimit(256); !s.ok()) {
     std::cerr << "kvserver: " << s.message() << "\n";
     return 1;
@@ -135,7 +143,18 @@ int main(int argc, char** argv) {
   rkv::CoordinatorStub coord(absl::GetFlag(FLAGS_coordinator), *token);
   rkv::server::MemberAgent agent(id, rkv::fabric::FabricKindName((*fabric)->kind()), **region,
                                  coord, *copy_rate);
+  std::unique_ptr<rkv::MetricsEndpoint> metrics;
+  if (const std::string at = absl::GetFlag(FLAGS_metrics_listen); !at.empty()) {
+    auto started = rkv::MetricsEndpoint::Start(at, [&agent] {
+      return rkv::server::RenderServerMetrics(agent.FreshStats(), agent.counters());
+    });
+    if (!started.ok()) return Fail(started.status());
+    metrics = std::move(started).value();
+    RKV_LOG(INFO) << "kvserver " << id << ": metrics at http://" << metrics->address()
+                  << "/metrics";
+  }
   if (absl::Status s = agent.Run(&g_stop); !s.ok()) return Fail(s);
+  metrics.reset();
   RKV_LOG(INFO) << "kvserver " << id << " stopping";
   if (absl::Status s = (*region)->Flush(); !s.ok()) return Fail(s);
   return 0;

@@ -153,6 +153,7 @@ void MemberAgent::Fence(const char* why) {
   }
   const uint64_t generation =
       std::max(region_.generation() + 1, static_cast<uint64_t>(absl::ToUnixMillis(absl::Now())));
+  fences_.fetch_add(1, std::memory_order_relaxed);
   if (absl::Status s = region_.Fence(generation); !s.ok()) {
     // Serving on under the old rkey would let a fenced-out client in.
     RKV_LOG(FATAL) << "cannot fence the region (" << why << "): " << s;
@@ -295,6 +296,7 @@ absl::Status MemberAgent::Run(const volatile std::sig_atomic_t* stop) {
       continue;
     }
     grpc::Status s = Exchange();
+    (s.ok() ? renewals_ : renewal_failures_).fetch_add(1, std::memory_order_relaxed);
     if (s.ok()) {
       if (reported_outage)
         RKV_LOG(INFO) << "coordinator " << coord_.address() << " reachable again";

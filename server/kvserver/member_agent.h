@@ -10,6 +10,7 @@
 #ifndef RKV_SERVER_KVSERVER_MEMBER_AGENT_H_
 #define RKV_SERVER_KVSERVER_MEMBER_AGENT_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <csignal>
 #include <memory>
@@ -40,6 +41,20 @@ class MemberAgent {
   // coordinator refuses this server for good (wrong token, bad request).
   absl::Status Run(const volatile std::sig_atomic_t* stop);
 
+  // For /metrics (server_metrics.h); thread-safe.
+  struct Counters {
+    uint64_t renewals = 0;          // Heartbeats the coordinator answered.
+    uint64_t renewal_failures = 0;  // Exchanges that failed (an outage).
+    uint64_t fences = 0;            // Of this server's region.
+  };
+  Counters counters() const {
+    return {renewals_.load(std::memory_order_relaxed),
+            renewal_failures_.load(std::memory_order_relaxed),
+            fences_.load(std::memory_order_relaxed)};
+  }
+  // The region's usage as last counted.
+  proto::RegionStats FreshStats();
+
  private:
   // One register or heartbeat exchange.
   grpc::Status Exchange();
@@ -48,9 +63,7 @@ class MemberAgent {
   // Drops the push if its thread has ended; otherwise only cancels it,
   // without waiting, and returns false.
   bool ForgetPush();
-  // The region's usage as last counted.
-  proto::RegionStats FreshStats();
-  // Counts it every few seconds, and when asked, until the agent goes.
+  // Counts the usage every few seconds, and when asked, until the agent goes.
   void CountStats();
   // Asks for a count now.
   void RecountStats();
@@ -83,6 +96,9 @@ class MemberAgent {
   absl::Time FenceBy() const { return renewed_at_ + lease_ * 3 / 4; }
   // The coordinator wants the next heartbeat soon (a reconfiguration).
   bool hurry_ = false;
+  std::atomic<uint64_t> renewals_{0};
+  std::atomic<uint64_t> renewal_failures_{0};
+  std::atomic<uint64_t> fences_{0};
   // Usage is counted on a thread of its own: a scan of the index and the
   // free pool, which on a large region takes longer than a heartbeat may
   // wait (it used to delay renewals).

@@ -5,10 +5,13 @@ installed); every variable a unit uses is set in its example environment
 file; etcd runs as an odd number of members that elect a leader within the
 coordinators' tolerance, over TLS, and only the kvcoords are given etcd's
 endpoints and a client certificate; the Dockerfiles install packages only
-through scripts/install-deps.sh (rkv's) or by name from Debian (etcd's).
+through scripts/install-deps.sh (rkv's) or by name from Debian (etcd's);
+the Prometheus scrape config parses, and the Grafana dashboard shows every
+metric kvserver and kvcoord export and no other.
 
     python3 tests/deploy/check.py BIN_DIR
 """
+import json
 import pathlib
 import re
 import shutil
@@ -252,6 +255,25 @@ check(etcd_docker.count("FROM debian:12") == 1, "etcd.Dockerfile: one stage on d
 installs = re.findall(r"apt-get install[^\n]*\n?[^\n]*", etcd_docker)
 named = set(re.findall(r"\b(etcd-[a-z]+)\b", " ".join(installs)))
 check(named == {"etcd-server", "etcd-client"}, "etcd.Dockerfile: installs Debian's etcd-server and etcd-client")
+
+# Monitoring: the scrape config parses and scrapes kvcoord and kvserver;
+# the dashboard asks only for metrics the programs export (the families
+# their /metrics renderers define).
+prom = yaml.safe_load((root / "deploy/prometheus/prometheus.yml").read_text())
+jobs = {c["job_name"]: c for c in prom["scrape_configs"]}
+check(set(jobs) == {"rkv-kvcoord", "rkv-kvserver"},
+      "prometheus.yml: one job for the kvcoords and one for the kvservers")
+exported = set()
+for src in ("server/kvserver/server_metrics.cc", "server/kvcoord/coordinator_metrics.cc"):
+    exported |= set(re.findall(r'Family\(\s*"(rkv_[a-z_]+)"', (root / src).read_text()))
+dashboard = json.loads((root / "deploy/grafana/rkv.json").read_text())
+asked = set()
+for panel in dashboard["panels"]:
+    for target in panel["targets"]:
+        asked |= set(re.findall(r"\brkv_[a-z_]+", target["expr"]))
+check(asked and asked <= exported,
+      f"grafana/rkv.json: asks for metrics nobody exports: {sorted(asked - exported)}")
+check(exported <= asked, f"grafana/rkv.json: shows nothing of {sorted(exported - asked)}")
 
 for n in notes:
     print("deploy check:", n)

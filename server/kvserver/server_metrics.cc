@@ -1,0 +1,55 @@
+#include "server/kvserver/server_metrics.h"
+
+#include <algorithm>
+
+#include "common/prometheus_text.h"
+
+namespace rkv::server {
+
+std::string RenderServerMetrics(const proto::RegionStats& s, const MemberAgent::Counters& c) {
+  PrometheusText m;
+  m.Family("rkv_server_index_slots", "gauge", "Slots of the region's hash index.");
+  m.Sample(s.slots_total());
+  m.Family("rkv_server_index_slots_used", "gauge", "Slots of the index that name a record.");
+  m.Sample(s.slots_used());
+  m.Family("rkv_server_index_load_factor", "gauge", "Slots used over slots (RACE fills to ~0.9).");
+  m.Sample(s.slots_total() == 0
+               ? 0.0
+               : static_cast<double>(s.slots_used()) / static_cast<double>(s.slots_total()));
+  // The heap, by what holds each byte; the four add up to its size. The
+  // pool may be counted in part (see rkv_server_heap_pool_counted_in_part):
+  // then pooled is a floor and held a ceiling.
+  const uint64_t used = std::min(s.heap_used(), s.heap_bytes());
+  const uint64_t live = std::min(s.heap_live(), used);
+  const uint64_t pooled = std::min(s.heap_pooled(), used - live);
+  m.Family("rkv_server_heap_bytes", "gauge",
+           "The region's heap by state: live (records name it), pooled (the free pool), held "
+           "(clients hold it), unallocated (never handed out).");
+  m.Sample(live, {{"state", "live"}});
+  m.Sample(pooled, {{"state", "pooled"}});
+  m.Sample(used - live - pooled, {{"state", "held"}});
+  m.Sample(s.heap_bytes() - used, {{"state", "unallocated"}});
+  m.Family("rkv_server_heap_pool_counted_in_part", "gauge",
+           "1 when the last count walked only part of the free pool.");
+  m.Sample(uint64_t{s.heap_pool_partial() ? 1u : 0u});
+  m.Family("rkv_server_client_sessions", "gauge", "Client sessions holding a lease here.");
+  m.Sample(uint64_t{s.client_sessions()});
+  m.Family("rkv_server_client_sessions_fenced_total", "counter",
+           "Client sessions fenced: their connections closed, or their lease lapsed.");
+  m.Sample(s.client_sessions_fenced());
+  m.Family("rkv_server_heap_reclaimed_bytes_total", "counter",
+           "Heap that fenced client sessions held, back in the free pool (the heap census).");
+  m.Sample(s.heap_reclaimed());
+  m.Family("rkv_server_lease_renewals_total", "counter",
+           "Heartbeats to the coordinator that renewed this server's lease.");
+  m.Sample(c.renewals);
+  m.Family("rkv_server_lease_renewal_failures_total", "counter",
+           "Heartbeats or registrations that failed (the coordinator unreachable or refusing).");
+  m.Sample(c.renewal_failures);
+  m.Family("rkv_server_fences_total", "counter",
+           "Fences of this server's region (a new rkey): reconfigurations and lost leases.");
+  m.Sample(c.fences);
+  return m.text();
+}
+
+}  // namespace rkv::server
