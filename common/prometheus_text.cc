@@ -40,6 +40,30 @@ void PrometheusText::Sample(double value, const Labels& labels) {
   Line(labels, absl::StrFormat("%.17g", value));
 }
 
+void MetricHistogram::Observe(double v) {
+  for (size_t i = 0; i < bounds_.size(); ++i) {
+    if (v <= bounds_[i]) counts_[i]++;
+  }
+  count_++;
+  sum_ += v;
+}
+
+void PrometheusText::Histogram(absl::string_view name, absl::string_view help,
+                               const MetricHistogram& h) {
+  Family(name, "histogram", help);
+  const std::string base(name);
+  family_ = base + "_bucket";
+  for (size_t i = 0; i < h.bounds().size(); ++i) {
+    Line({{"le", absl::StrFormat("%g", h.bounds()[i])}}, absl::StrCat(h.counts()[i]));
+  }
+  Line({{"le", "+Inf"}}, absl::StrCat(h.count()));
+  family_ = base + "_sum";
+  Line({}, absl::StrFormat("%.17g", h.sum()));
+  family_ = base + "_count";
+  Line({}, absl::StrCat(h.count()));
+  family_ = base;
+}
+
 void PrometheusText::Line(const Labels& labels, const std::string& value) {
   out_ += family_;
   if (!labels.empty()) {

@@ -15,6 +15,28 @@
 
 namespace rkv {
 
+// Observations counted in buckets, as a Prometheus histogram keeps them:
+// each bucket counts those at most its upper bound.
+class MetricHistogram {
+ public:
+  explicit MetricHistogram(std::vector<double> bounds) : bounds_(std::move(bounds)) {
+    counts_.resize(bounds_.size());
+  }
+  void Observe(double v);
+
+  const std::vector<double>& bounds() const { return bounds_; }
+  // counts()[i]: observations at most bounds()[i] (cumulative).
+  const std::vector<uint64_t>& counts() const { return counts_; }
+  uint64_t count() const { return count_; }
+  double sum() const { return sum_; }
+
+ private:
+  std::vector<double> bounds_;
+  std::vector<uint64_t> counts_;
+  uint64_t count_ = 0;
+  double sum_ = 0;
+};
+
 class PrometheusText {
  public:
   using Labels = std::vector<std::pair<std::string, std::string>>;
@@ -25,6 +47,8 @@ class PrometheusText {
   // A sample of the family begun last (integers print exactly).
   void Sample(uint64_t value, const Labels& labels = {});
   void Sample(double value, const Labels& labels = {});
+  // A whole histogram family: its _bucket, _sum and _count samples.
+  void Histogram(absl::string_view name, absl::string_view help, const MetricHistogram& h);
 
   const std::string& text() const { return out_; }
 

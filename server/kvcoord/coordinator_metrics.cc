@@ -51,6 +51,17 @@ std::string RenderCoordinatorMetrics(const CoordinatorService::Snapshot& snap) {
   m.Family("rkv_coordinator_state_write_failures_total", "counter",
            "Changes the store refused (undone): etcd without a quorum, a full disk.");
   m.Sample(snap.commit_failures);
+  m.Family("rkv_coordinator_reconfigurations_total", "counter",
+           "Replica groups that began to reconfigure while this kvcoord led.");
+  m.Sample(snap.reconfigurations);
+  m.Histogram("rkv_coordinator_reconfiguration_duration_seconds",
+              "From a group's reconfiguration to its serving again (fences, settle, push); "
+              "its keys wait meanwhile.",
+              snap.reconfiguration_seconds);
+  m.Histogram("rkv_coordinator_live_copy_duration_seconds",
+              "From the start of a live copy to a spare until it ended (joined, or given up); "
+              "the group serves meanwhile.",
+              snap.live_copy_seconds);
   return m.text();
 }
 

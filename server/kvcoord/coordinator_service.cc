@@ -181,6 +181,7 @@ bool CoordinatorService::CommitLocked(Saved before) {
   const absl::Status s = store_->Commit(MapLocked());
   if (s.ok()) {
     commits_++;
+    NoteGroupChangesLocked(before.groups);
     changed_.notify_all();
     return true;
   }
@@ -393,6 +394,39 @@ grpc::Status CoordinatorService::GetClusterMap(grpc::ServerContext* ctx,
   return grpc::Status::OK;
 }
 
+void CoordinatorService::NoteGroupChangesLocked(const ReplicaGroups& before) {
+  const absl::Time now = MonotonicNow();
+  std::map<std::string, const ReplicaGroup*> was;
+  for (const ReplicaGroup& g : before.groups()) was[g.id] = &g;
+  // A time ended: observed, and forgotten.
+  const auto end = [now](std::map<std::string, absl::Time>& since, const std::string& id,
+                         MetricHistogram& h) {
+    if (auto it = since.find(id); it != since.end()) {
+      h.Observe(absl::ToDoubleSeconds(now - it->second));
+      since.erase(it);
+    }
+  };
+  for (const ReplicaGroup& g : groups_.groups()) {
+    const auto it = was.find(g.id);
+    const bool reconfiguring = g.state == GroupState::kReconfiguring;
+    const bool was_reconfiguring =
+        it != was.end() && it->second->state == GroupState::kReconfiguring;
+    if (reconfiguring && !was_reconfiguring) {
+      reconfigurations_++;
+      reconfiguring_since_[g.id] = now;
+    } else if (!reconfiguring && was_reconfiguring) {
+      end(reconfiguring_since_, g.id, reconfiguration_seconds_);
+    }
+    const bool copying = !g.copying.empty();
+    const bool was_copying = it != was.end() && !it->second->copying.empty();
+    if (copying && !was_copying) {
+      copying_since_[g.id] = now;
+    } else if (!copying && was_copying) {
+      end(copying_since_, g.id, live_copy_seconds_);
+    }
+  }
+}
+
 CoordinatorService::Snapshot CoordinatorService::MetricsSnapshot() const {
   std::lock_guard<std::mutex> lock(mu_);
   Snapshot s;
@@ -400,6 +434,9 @@ CoordinatorService::Snapshot CoordinatorService::MetricsSnapshot() const {
   s.leading = LeadershipLocked().CanRenew(MonotonicNow());
   s.commits = commits_;
   s.commit_failures = commit_failures_;
+  s.reconfigurations = reconfigurations_;
+  s.reconfiguration_seconds = reconfiguration_seconds_;
+  s.live_copy_seconds = live_copy_seconds_;
   return s;
 }
 

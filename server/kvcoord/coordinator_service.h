@@ -25,6 +25,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "common/prometheus_text.h"
 #include "rkvpb/coordinator.grpc.pb.h"
 #include "server/kvcoord/replica_groups.h"
 #include "server/kvcoord/state_store.h"
@@ -79,7 +80,15 @@ class CoordinatorService final : public proto::Coordinator::Service, private Sta
     bool leading = false;   // It may renew leases now.
     uint64_t commits = 0;   // Changes of the state stored, and refused by the store.
     uint64_t commit_failures = 0;
+    // Seen while leading: groups that began to reconfigure; how long
+    // reconfigurations took (to serving again), and live copies (from
+    // their start until the spare joined, or the copy ended).
+    uint64_t reconfigurations = 0;
+    MetricHistogram reconfiguration_seconds{kDurationBounds};
+    MetricHistogram live_copy_seconds{kDurationBounds};
   };
+  static inline const std::vector<double> kDurationBounds = {0.1, 0.25, 0.5, 1,   2.5, 5,
+                                                             10,  30,   60,  120, 300, 900};
   Snapshot MetricsSnapshot() const;
 
  private:
@@ -141,8 +150,16 @@ class CoordinatorService final : public proto::Coordinator::Service, private Sta
   // The store holds another cluster's state (status()).
   absl::Status refused_;
   bool stopping_ = false;
+  // Notes, after a stored change, the groups that began or ended a
+  // reconfiguration or a live copy, for MetricsSnapshot().
+  void NoteGroupChangesLocked(const ReplicaGroups& before);
   uint64_t commits_ = 0;
   uint64_t commit_failures_ = 0;
+  uint64_t reconfigurations_ = 0;
+  MetricHistogram reconfiguration_seconds_{kDurationBounds};
+  MetricHistogram live_copy_seconds_{kDurationBounds};
+  std::map<std::string, absl::Time> reconfiguring_since_;  // By group id.
+  std::map<std::string, absl::Time> copying_since_;
   std::thread lease_thread_;
 };
 

@@ -105,6 +105,22 @@ void MemberAgent::CountStats() {
   }
 }
 
+MemberAgent::Counters MemberAgent::counters() const {
+  Counters c;
+  c.renewals = renewals_.load(std::memory_order_relaxed);
+  c.renewal_failures = renewal_failures_.load(std::memory_order_relaxed);
+  c.fences = fences_.load(std::memory_order_relaxed);
+  for (int kind = 0; kind < 2; ++kind) {
+    for (int outcome = 0; outcome < 2; ++outcome) {
+      c.pushes[kind][outcome] = pushes_[kind][outcome].load(std::memory_order_relaxed);
+    }
+    c.push_bytes[kind] = push_bytes_[kind].load(std::memory_order_relaxed);
+  }
+  c.push_copied_now = push_copied_now_.load(std::memory_order_relaxed);
+  c.push_size_now = push_size_now_.load(std::memory_order_relaxed);
+  return c;
+}
+
 void MemberAgent::RecountStats() {
   {
     std::lock_guard<std::mutex> lock(stats_mu_);
@@ -137,8 +153,24 @@ bool MemberAgent::ForgetPush() {
     push_->Cancel();
     return false;
   }
-  push_.reset();
+  DropPush();
   return true;
+}
+
+void MemberAgent::DropPush() {
+  if (push_ == nullptr) return;
+  const PushProgress p = push_->Progress();
+  const int kind = push_->order().live ? 1 : 0;
+  push_bytes_[kind].fetch_add(p.copied_bytes, std::memory_order_relaxed);
+  pushes_[kind][p.finished && p.error.empty() ? 0 : 1].fetch_add(1, std::memory_order_relaxed);
+  push_.reset();
+  NotePush();
+}
+
+void MemberAgent::NotePush() {
+  const PushProgress p = push_ != nullptr ? push_->Progress() : PushProgress{};
+  push_copied_now_.store(p.copied_bytes, std::memory_order_relaxed);
+  push_size_now_.store(p.copy_bytes, std::memory_order_relaxed);
 }
 
 void MemberAgent::Fence(const char* why) {
@@ -149,7 +181,7 @@ void MemberAgent::Fence(const char* why) {
   if (push_ != nullptr && push_->order().live) {
     push_->Cancel();
   } else {
-    push_.reset();
+    DropPush();
   }
   const uint64_t generation =
       std::max(region_.generation() + 1, static_cast<uint64_t>(absl::ToUnixMillis(absl::Now())));
@@ -159,7 +191,7 @@ void MemberAgent::Fence(const char* why) {
     RKV_LOG(FATAL) << "cannot fence the region (" << why << "): " << s;
   }
   // Whatever it was is over: nothing of it is reported.
-  push_.reset();
+  DropPush();
   // Nothing reaches the memory now but the pusher the coordinator will
   // give the new rkey: what it holds now is what the pusher must correct.
   chunk_hashes_ = region_.ChunkHashes();
@@ -297,6 +329,7 @@ absl::Status MemberAgent::Run(const volatile std::sig_atomic_t* stop) {
     }
     grpc::Status s = Exchange();
     (s.ok() ? renewals_ : renewal_failures_).fetch_add(1, std::memory_order_relaxed);
+    NotePush();
     if (s.ok()) {
       if (reported_outage)
         RKV_LOG(INFO) << "coordinator " << coord_.address() << " reachable again";
@@ -329,7 +362,7 @@ absl::Status MemberAgent::Run(const volatile std::sig_atomic_t* stop) {
   // No client is served once the coordinator may have given the group to
   // others.
   region_.StopServing();
-  push_.reset();
+  DropPush();
   if (registered_) {
     proto::DeregisterRequest dr;
     dr.set_id(id_);

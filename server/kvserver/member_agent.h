@@ -46,12 +46,15 @@ class MemberAgent {
     uint64_t renewals = 0;          // Heartbeats the coordinator answered.
     uint64_t renewal_failures = 0;  // Exchanges that failed (an outage).
     uint64_t fences = 0;            // Of this server's region.
+    // Pushes this server made, [reconfiguration, live copy] x [done,
+    // failed or cancelled], and the bytes they brought to agree.
+    uint64_t pushes[2][2] = {};
+    uint64_t push_bytes[2] = {};
+    // The push under way (0 when none): bytes done, of its size.
+    uint64_t push_copied_now = 0;
+    uint64_t push_size_now = 0;
   };
-  Counters counters() const {
-    return {renewals_.load(std::memory_order_relaxed),
-            renewal_failures_.load(std::memory_order_relaxed),
-            fences_.load(std::memory_order_relaxed)};
-  }
+  Counters counters() const;
   // The region's usage as last counted.
   proto::RegionStats FreshStats();
 
@@ -63,6 +66,10 @@ class MemberAgent {
   // Drops the push if its thread has ended; otherwise only cancels it,
   // without waiting, and returns false.
   bool ForgetPush();
+  // Counts the push, then drops it.
+  void DropPush();
+  // Notes the progress of the push under way, for counters().
+  void NotePush();
   // Counts the usage every few seconds, and when asked, until the agent goes.
   void CountStats();
   // Asks for a count now.
@@ -99,6 +106,10 @@ class MemberAgent {
   std::atomic<uint64_t> renewals_{0};
   std::atomic<uint64_t> renewal_failures_{0};
   std::atomic<uint64_t> fences_{0};
+  std::atomic<uint64_t> pushes_[2][2] = {};
+  std::atomic<uint64_t> push_bytes_[2] = {};
+  std::atomic<uint64_t> push_copied_now_{0};
+  std::atomic<uint64_t> push_size_now_{0};
   // Usage is counted on a thread of its own: a scan of the index and the
   // free pool, which on a large region takes longer than a heartbeat may
   // wait (it used to delay renewals).

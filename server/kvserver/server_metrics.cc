@@ -49,6 +49,22 @@ std::string RenderServerMetrics(const proto::RegionStats& s, const MemberAgent::
   m.Family("rkv_server_fences_total", "counter",
            "Fences of this server's region (a new rkey): reconfigurations and lost leases.");
   m.Sample(c.fences);
+  // Pushes this server made as a replica group's primary: in a
+  // reconfiguration (the group paused), or a live copy to a spare.
+  const char* kinds[] = {"reconfiguration", "live_copy"};
+  m.Family("rkv_server_pushes_total", "counter",
+           "Pushes of this server's region to other members, by kind and outcome.");
+  for (int k = 0; k < 2; ++k) {
+    m.Sample(c.pushes[k][0], {{"kind", kinds[k]}, {"outcome", "done"}});
+    m.Sample(c.pushes[k][1], {{"kind", kinds[k]}, {"outcome", "failed"}});
+  }
+  m.Family("rkv_server_push_bytes_total", "counter",
+           "Bytes the pushes brought to agree (sent, or found equal), by kind.");
+  for (int k = 0; k < 2; ++k) m.Sample(c.push_bytes[k], {{"kind", kinds[k]}});
+  m.Family("rkv_server_push_progress_bytes", "gauge",
+           "The push under way: bytes done, and its size (0 when none).");
+  m.Sample(c.push_copied_now, {{"of", "done"}});
+  m.Sample(c.push_size_now, {{"of", "size"}});
   return m.text();
 }
 

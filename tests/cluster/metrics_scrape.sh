@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Prometheus metrics of a live cluster: kvcoord and two kvservers with
-# --metrics_listen (a free port each, from their logs), 1,000 records
-# loaded. Scraped, the servers' slots add up to the records, their live
-# heap holds them, and they count lease renewals; the coordinator counts two servers up and two groups
-# serving and leads; once a server is killed, it counts one down. Every
+# Prometheus metrics of a live cluster: kvcoord and three kvservers with
+# --metrics_listen (a free port each, from their logs): two copies of every
+# key (one replica group of two and a spare), 1,000 records loaded.
+# Scraped, the group's members count the records, the spare none, and they
+# count lease renewals; the coordinator leads and counts three servers up
+# and the group serving. Then a member is killed: the coordinator counts
+# it down, a reconfiguration and a live copy to the spare, each with its
+# duration, and the primary the pushes it made and their bytes. Every
 # sample line is well formed, every family has its HELP and TYPE, every
 # counter ends in _total. Everything started here is stopped here.
 #
@@ -15,7 +18,7 @@ bin="$(cd "${1:?usage: metrics_scrape.sh BIN_DIR}" && pwd)"
 export RKV_BIN="$bin"
 export RKV_CLUSTER_DIR="$(mktemp -d /tmp/rkv-metrics.XXXXXX)"
 export RKV_PORT_BASE=$(proc_pick_ports 18000 19000)
-export RKV_ETCD_MEMBERS=0
+export RKV_ETCD_MEMBERS=0 RKV_REPLICAS=2
 export RKV_SERVER_FLAGS="--metrics_listen=127.0.0.1:0" RKV_COORD_FLAGS="--metrics_listen=127.0.0.1:0"
 cleanup() {
   bash scripts/cluster.sh stop >/dev/null 2>&1 || true
@@ -24,7 +27,8 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "metrics_scrape: $*" >&2; exit 1; }
 
-bash scripts/cluster.sh start 2 >/dev/null
+bash scripts/cluster.sh start 3 >/dev/null
+bash scripts/cluster.sh wait-serving >/dev/null
 coord=$(bash scripts/cluster.sh coordinators)
 "$bin/kvbench" --coordinator="$coord" --token_file="$RKV_CLUSTER_DIR/token" --phase=load \
   --records=1000 --progress=false >/dev/null
@@ -50,6 +54,9 @@ for line in text.splitlines():
         bad.append(f"malformed: {line}")
     else:
         name = re.match(r'rkv_[a-z_]+', line).group(0)
+        base = re.sub(r'_(bucket|sum|count)$', '', name)
+        if types.get(base) == "histogram":
+            name = base
         if name not in helps or name not in types:
             bad.append(f"no HELP or TYPE before {name}")
 for name, kind in types.items():
@@ -60,48 +67,77 @@ if bad:
 print(text)
 PY
 }
+declare -A url m
 # value TEXT NAME [LABELS]: the sample's value (empty if absent).
 value() { awk -v want="$2${3:-}" '$1 == want {print $2}' <<<"$1"; }
 
 coord_url=$(metrics_url c1)
-s1_url=$(metrics_url s1)
-s2_url=$(metrics_url s2)
-[ -n "$coord_url" ] && [ -n "$s1_url" ] && [ -n "$s2_url" ] || fail "a metrics address is not in the logs"
+for id in s1 s2 s3; do
+  url[$id]=$(metrics_url "$id")
+  [ -n "${url[$id]}" ] || fail "$id's metrics address is not in its log"
+done
+[ -n "$coord_url" ] || fail "kvcoord's metrics address is not in its log"
 
-# Usage is counted every 5 s: until the servers' slots add up (20 s at most).
+# Usage is counted every 5 s: until two servers count every record and
+# the third none (20 s at most).
 deadline=$((SECONDS + 20))
 while :; do
-  m1=$(scrape "$s1_url") || fail "kvserver s1's metrics are malformed"
-  m2=$(scrape "$s2_url") || fail "kvserver s2's metrics are malformed"
-  used=$(( $(value "$m1" rkv_server_index_slots_used) + $(value "$m2" rkv_server_index_slots_used) ))
-  [ "$used" = 1000 ] && break
-  [ "$SECONDS" -lt "$deadline" ] || fail "the servers count $used slots used, not 1000"
+  counts=""
+  for id in s1 s2 s3; do
+    m[$id]=$(scrape "${url[$id]}") || fail "kvserver $id's metrics are malformed"
+    counts="$counts $(value "${m[$id]}" rkv_server_index_slots_used)"
+  done
+  [ "$(tr ' ' '\n' <<<"$counts" | sort | tr '\n' ' ')" = " 0 1000 1000 " ] && break
+  [ "$SECONDS" -lt "$deadline" ] || fail "slots used per server:$counts (want 1000, 1000 and 0)"
   sleep 0.2
 done
-for m in "$m1" "$m2"; do
+for id in s1 s2 s3; do
   for state in live pooled held unallocated; do
-    [ -n "$(value "$m" rkv_server_heap_bytes "{state=\"$state\"}")" ] ||
-      fail "no heap bytes in state $state"
+    [ -n "$(value "${m[$id]}" rkv_server_heap_bytes "{state=\"$state\"}")" ] ||
+      fail "$id: no heap bytes in state $state"
   done
-  [ "$(value "$m" rkv_server_heap_bytes '{state="live"}')" -gt $((500 * 1000)) ] ||
-    fail "live heap below what 500 records of 1000 B take"
-  [ "$(value "$m" rkv_server_lease_renewals_total)" -gt 0 ] || fail "no lease renewal counted"
+  [ "$(value "${m[$id]}" rkv_server_lease_renewals_total)" -gt 0 ] || fail "$id: no renewal counted"
 done
-echo "servers: slots used $used, heap by state, lease renewals"
+echo "servers: slots used per server:$counts; heap by state; lease renewals"
 
 c=$(scrape "$coord_url") || fail "kvcoord's metrics are malformed"
 [ "$(value "$c" rkv_coordinator_leading)" = 1 ] || fail "the only kvcoord does not lead"
-[ "$(value "$c" rkv_coordinator_servers '{state="up"}')" = 2 ] || fail "not 2 servers up: $c"
-[ "$(value "$c" rkv_coordinator_groups '{state="serving"}')" = 2 ] || fail "not 2 groups serving"
+[ "$(value "$c" rkv_coordinator_servers '{state="up"}')" = 3 ] || fail "not 3 servers up: $c"
+[ "$(value "$c" rkv_coordinator_groups '{state="serving"}')" = 1 ] || fail "not 1 group serving"
 [ "$(value "$c" rkv_coordinator_state_writes_total)" -gt 0 ] || fail "no state write counted"
 epoch=$(value "$c" rkv_coordinator_map_epoch)
 
-bash scripts/cluster.sh kill s2
-deadline=$((SECONDS + 20))
-until c=$(scrape "$coord_url") && [ "$(value "$c" rkv_coordinator_servers '{state="down"}')" = 1 ]; do
-  [ "$SECONDS" -lt "$deadline" ] || fail "kvcoord does not count the killed server down"
+# A member of the group killed: it reconfigures on the survivor, which
+# then copies its region to the spare while serving.
+victim=""
+for id in s1 s2 s3; do
+  if [ "$(value "${m[$id]}" rkv_server_index_slots_used)" = 1000 ]; then victim=$id; fi
+done
+bash scripts/cluster.sh kill "$victim"
+deadline=$((SECONDS + 30))
+until c=$(scrape "$coord_url") &&
+    [ "$(value "$c" rkv_coordinator_servers '{state="down"}')" = 1 ] &&
+    [ "$(value "$c" rkv_coordinator_live_copy_duration_seconds_count)" -ge 1 ]; do
+  [ "$SECONDS" -lt "$deadline" ] ||
+    fail "kvcoord does not count $victim down and a live copy done in 30 s: $c"
   sleep 0.2
 done
 [ "$(value "$c" rkv_coordinator_map_epoch)" -gt "$epoch" ] || fail "the epoch did not grow"
-echo "coordinator: 2 servers up, then 1 down after kill -9; epoch $epoch -> $(value "$c" rkv_coordinator_map_epoch)"
+[ "$(value "$c" rkv_coordinator_reconfigurations_total)" -ge 1 ] || fail "no reconfiguration counted"
+[ "$(value "$c" rkv_coordinator_reconfiguration_duration_seconds_count)" -ge 1 ] ||
+  fail "no reconfiguration's duration observed"
+[ "$(value "$c" rkv_coordinator_live_copy_duration_seconds_bucket '{le="+Inf"}')" = \
+  "$(value "$c" rkv_coordinator_live_copy_duration_seconds_count)" ] || fail "+Inf bucket != count"
+live_copies=0 live_bytes=0
+for id in s1 s2 s3; do
+  [ "$id" = "$victim" ] && continue
+  p=$(scrape "${url[$id]}") || fail "kvserver $id's metrics are malformed"
+  live_copies=$((live_copies + $(value "$p" rkv_server_pushes_total '{kind="live_copy",outcome="done"}')))
+  live_bytes=$((live_bytes + $(value "$p" rkv_server_push_bytes_total '{kind="live_copy"}')))
+done
+[ "$live_copies" -ge 1 ] && [ "$live_bytes" -gt 0 ] ||
+  fail "no live copy pushed by the survivor ($live_copies, $live_bytes bytes)"
+echo "after kill -9 of $victim: epoch $epoch -> $(value "$c" rkv_coordinator_map_epoch)," \
+  "$(value "$c" rkv_coordinator_reconfigurations_total) reconfiguration(s)," \
+  "$live_copies live copy of $((live_bytes >> 20)) MiB"
 echo "metrics_scrape: ok"

@@ -30,6 +30,21 @@ TEST(PrometheusTextTest, FamiliesSamplesAndEscapedLabels) {
             "rkv_ratio{kind=\"a \\\"quoted\\\" \\\\ value\\n\",b=\"c\"} 0.25\n");
 }
 
+TEST(PrometheusTextTest, AHistogramHasCumulativeBucketsSumAndCount) {
+  MetricHistogram h({0.5, 2});
+  for (double v : {0.25, 0.5, 1.0, 5.0}) h.Observe(v);
+  PrometheusText m;
+  m.Histogram("rkv_wait_seconds", "Waits.", h);
+  EXPECT_EQ(m.text(),
+            "# HELP rkv_wait_seconds Waits.\n"
+            "# TYPE rkv_wait_seconds histogram\n"
+            "rkv_wait_seconds_bucket{le=\"0.5\"} 2\n"
+            "rkv_wait_seconds_bucket{le=\"2\"} 3\n"
+            "rkv_wait_seconds_bucket{le=\"+Inf\"} 4\n"
+            "rkv_wait_seconds_sum 6.75\n"
+            "rkv_wait_seconds_count 4\n");
+}
+
 // An HTTP request to the endpoint; the whole response.
 std::string Ask(const std::string& address, const std::string& request) {
   auto where = ParseHostPort(address);

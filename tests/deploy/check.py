@@ -265,12 +265,13 @@ check(set(jobs) == {"rkv-kvcoord", "rkv-kvserver"},
       "prometheus.yml: one job for the kvcoords and one for the kvservers")
 exported = set()
 for src in ("server/kvserver/server_metrics.cc", "server/kvcoord/coordinator_metrics.cc"):
-    exported |= set(re.findall(r'Family\(\s*"(rkv_[a-z_]+)"', (root / src).read_text()))
+    exported |= set(re.findall(r'(?:Family|Histogram)\(\s*"(rkv_[a-z_]+)"', (root / src).read_text()))
 dashboard = json.loads((root / "deploy/grafana/rkv.json").read_text())
 asked = set()
 for panel in dashboard["panels"]:
     for target in panel["targets"]:
-        asked |= set(re.findall(r"\brkv_[a-z_]+", target["expr"]))
+        asked |= {re.sub(r"_(bucket|sum|count)$", "", m)
+                  for m in re.findall(r"\brkv_[a-z_]+", target["expr"])}
 check(asked and asked <= exported,
       f"grafana/rkv.json: asks for metrics nobody exports: {sorted(asked - exported)}")
 check(exported <= asked, f"grafana/rkv.json: shows nothing of {sorted(exported - asked)}")
