@@ -4,15 +4,30 @@
 #include <map>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/strip.h"
 #include "common/prometheus_text.h"
 
 namespace rkv::server {
 namespace {
 
-// "SERVER_STATE_UP" -> "up": a label value as kvctl status shows it.
-std::string StateLabel(const std::string& name, absl::string_view prefix) {
-  return absl::AsciiStrToLower(absl::StripPrefix(name, prefix));
+// A gauge family of `items` counted by state, every state of the enum
+// present (0 when none), so that a query over time finds every series:
+// labels as kvctl status shows states ("SERVER_STATE_UP": "up").
+template <typename Item>
+void CountByState(PrometheusText& m, absl::string_view name, absl::string_view help,
+                  const google::protobuf::EnumDescriptor& states,
+                  const google::protobuf::RepeatedPtrField<Item>& items) {
+  const auto label = [&states](int value) -> std::string {
+    const google::protobuf::EnumValueDescriptor* v = states.FindValueByNumber(value);
+    if (v == nullptr) return "unknown";  // A newer coordinator's state.
+    return absl::AsciiStrToLower(v->name().substr(v->name().find("_STATE_") + 7));
+  };
+  std::map<std::string, uint64_t> counts;
+  for (int i = 0; i < states.value_count(); ++i) {
+    if (states.value(i)->number() != 0) counts[label(states.value(i)->number())] = 0;
+  }
+  for (const Item& item : items) counts[label(item.state())]++;
+  m.Family(name, "gauge", help);
+  for (const auto& [state, n] : counts) m.Sample(n, {{"state", state}});
 }
 
 }  // namespace
@@ -25,26 +40,10 @@ std::string RenderCoordinatorMetrics(const CoordinatorService::Snapshot& snap) {
   m.Family("rkv_coordinator_map_epoch", "gauge",
            "The cluster map's epoch: it grows with every stored change.");
   m.Sample(snap.map.epoch());
-  // Every state appears, 0 when no server or group is in it, so that a
-  // query over time sees a series that was always there.
-  std::map<std::string, uint64_t> servers;
-  for (int v = proto::ServerState_MIN + 1; v <= proto::ServerState_MAX; ++v) {
-    servers[StateLabel(proto::ServerState_Name(v), "SERVER_STATE_")] = 0;
-  }
-  for (const proto::ServerInfo& s : snap.map.servers()) {
-    servers[StateLabel(proto::ServerState_Name(s.state()), "SERVER_STATE_")]++;
-  }
-  m.Family("rkv_coordinator_servers", "gauge", "kvservers in the cluster map, by state.");
-  for (const auto& [state, n] : servers) m.Sample(n, {{"state", state}});
-  std::map<std::string, uint64_t> groups;
-  for (int v = proto::GroupState_MIN + 1; v <= proto::GroupState_MAX; ++v) {
-    groups[StateLabel(proto::GroupState_Name(v), "GROUP_STATE_")] = 0;
-  }
-  for (const proto::ReplicaGroup& g : snap.map.groups()) {
-    groups[StateLabel(proto::GroupState_Name(g.state()), "GROUP_STATE_")]++;
-  }
-  m.Family("rkv_coordinator_groups", "gauge", "Replica groups, by state.");
-  for (const auto& [state, n] : groups) m.Sample(n, {{"state", state}});
+  CountByState(m, "rkv_coordinator_servers", "kvservers in the cluster map, by state.",
+               *proto::ServerState_descriptor(), snap.map.servers());
+  CountByState(m, "rkv_coordinator_groups", "Replica groups, by state.",
+               *proto::GroupState_descriptor(), snap.map.groups());
   m.Family("rkv_coordinator_state_writes_total", "counter",
            "Changes of the cluster's state this kvcoord stored (etcd, or its state file).");
   m.Sample(snap.commits);
