@@ -31,6 +31,10 @@ else
     libmemcached-dev libhiredis-dev memcached redis-server
     # The deployment files' checks (tests/deploy/check.sh).
     python3-yaml
+    # The Python package (client/python/): its module, `pip install .` into
+    # a virtualenv, its tests, and redis-py for its benchmark.
+    python3-dev pybind11-dev python3-venv python3-pip python3-setuptools python3-wheel
+    python3-pytest python3-redis
     # The coordinator's store; the etcd client's tests run a real cluster.
     etcd-server etcd-client
     # ss, with which the scripts wait for a process's port.

@@ -34,6 +34,7 @@ RANKS = {
     "client/cluster/": 6,
     "client/": 7,  # client.cc: what every Client shares.
     "client/kvctl/": 8,
+    "client/python/": 8,  # The Python module: the public header only, in practice.
     "server/kvserver/": 3,
     "server/kvcoord/": 3,
     "bench/": 9,
