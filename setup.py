@@ -25,7 +25,7 @@ class CMakeBuild(build_ext):
             subprocess.check_call([
                 "cmake", "-S", ROOT, "-B", build_dir, "-DCMAKE_BUILD_TYPE=Release",
                 f"-DPython3_EXECUTABLE={sys.executable}",
-                "-DRKV_BUILD_TESTS=OFF", "-DRKV_BUILD_BENCHMARKS=OFF", "-DRKV_INSTALL=OFF",
+                "-DRKV_CLIENT_ONLY=ON",
             ])
         subprocess.check_call([
             "cmake", "--build", build_dir, "--target", "rkv_python", "-j", str(os.cpu_count() or 1),
