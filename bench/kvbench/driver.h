@@ -45,6 +45,8 @@ class Driver {
 
   // What rkv's operations cost on the fabric; nullopt for other stores.
   virtual std::optional<std::array<OpCosts, kOpTypes>> costs() const { return std::nullopt; }
+  // rkv: what the client library counted (outcomes, its latency buckets).
+  virtual std::optional<std::array<OpStats, kOpTypes>> stats() const { return std::nullopt; }
 };
 
 struct DriverConfig {

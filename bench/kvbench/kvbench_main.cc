@@ -57,6 +57,9 @@ ABSL_FLAG(absl::Duration, check_patience, absl::Seconds(30),
 ABSL_FLAG(std::string, key_prefix, "user", "Keys are this prefix and YCSB's hashed key number.");
 ABSL_FLAG(std::string, json, "", "Also write the results to this file as JSON.");
 ABSL_FLAG(bool, progress, true, "Print a progress line every second.");
+ABSL_FLAG(bool, client_stats, false,
+          "rkv: also print the client library's own counters (Client::stats): operations by "
+          "type and outcome, and its latency quantiles (the JSON has them always).");
 ABSL_FLAG(uint64_t, seed, 0, "Seed of the key and operation choices (0: a random one).");
 ABSL_FLAG(std::string, coordinator, rkv::kDefaultCoordinator,
           "rkv: every kvcoord's address, comma-separated.");
@@ -203,7 +206,7 @@ int main(int argc, char** argv) {
       std::cerr << "kvbench: " << r.status().message() << "\n";
       return 1;
     }
-    PrintSummary(*r, std::cout);
+    PrintSummary(*r, absl::GetFlag(FLAGS_client_stats), std::cout);
     (p == "load" ? load : p == "run" ? run : checked) = *std::move(r);
   }
 

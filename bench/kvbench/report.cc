@@ -1,5 +1,6 @@
 #include "bench/kvbench/report.h"
 
+#include <cmath>
 #include <ostream>
 
 #include "absl/strings/str_cat.h"
@@ -21,6 +22,37 @@ const char* RkvOpName(int type) {
   static const char* const kNames[] = {"get", "put", "insert", "delete"};
   return kNames[type];
 }
+
+const char* const kOutcomeNames[kOpOutcomes] = {"ok", "not_found", "already_exists", "unavailable",
+                                                "failed"};
+
+uint64_t Finished(const OpStats& s) {
+  uint64_t n = 0;
+  for (uint64_t c : s.outcomes) n += c;
+  return n;
+}
+
+// The bound, in microseconds, of the library's latency bucket that holds
+// the q-th quantile (0 < q <= 1): the quantile is at most that. Infinite
+// when it lies in the last bucket.
+double QuantileBoundUs(const OpStats& s, double q) {
+  uint64_t total = 0;
+  for (uint64_t c : s.latency_buckets) total += c;
+  const auto rank = static_cast<uint64_t>(std::ceil(q * static_cast<double>(total)));
+  uint64_t seen = 0;
+  for (int i = 0; i < kLatencyBuckets; ++i) {
+    seen += s.latency_buckets[i];
+    if (seen >= rank) return absl::ToDoubleMicroseconds(LatencyBucketBound(i));
+  }
+  return 0;
+}
+
+double MeanUs(const OpStats& s) {
+  const uint64_t n = Finished(s);
+  return n == 0 ? 0 : absl::ToDoubleMicroseconds(s.latency_sum) / static_cast<double>(n);
+}
+
+std::string JsonNumber(double v) { return std::isinf(v) ? "null" : absl::StrFormat("%.1f", v); }
 
 std::string PhaseJson(const PhaseResult& r) {
   std::vector<std::string> fields;
@@ -61,12 +93,28 @@ std::string PhaseJson(const PhaseResult& r) {
     }
     fields.push_back(absl::StrCat("\"rkv_costs\": {", absl::StrJoin(costs, ", "), "}"));
   }
+  if (r.stats) {
+    std::vector<std::string> types;
+    for (int i = 0; i < kOpTypes; ++i) {
+      const OpStats& st = (*r.stats)[i];
+      if (Finished(st) == 0) continue;
+      std::string t = absl::StrCat("\"", RkvOpName(i), "\": {");
+      for (int o = 0; o < kOpOutcomes; ++o) {
+        absl::StrAppend(&t, "\"", kOutcomeNames[o], "\": ", st.outcomes[o], ", ");
+      }
+      absl::StrAppend(&t, "\"latency_p50_us_at_most\": ", JsonNumber(QuantileBoundUs(st, 0.5)),
+                      ", \"latency_p99_us_at_most\": ", JsonNumber(QuantileBoundUs(st, 0.99)),
+                      ", \"latency_mean_us\": ", JsonNumber(MeanUs(st)), "}");
+      types.push_back(std::move(t));
+    }
+    fields.push_back(absl::StrCat("\"rkv_client\": {", absl::StrJoin(types, ", "), "}"));
+  }
   return absl::StrJoin(fields, ", ");
 }
 
 }  // namespace
 
-void PrintSummary(const PhaseResult& r, std::ostream& out) {
+void PrintSummary(const PhaseResult& r, bool client_stats, std::ostream& out) {
   out << absl::StrFormat("\n[%s] %d operations in %.2f s: %.0f ops/s, %d errors", r.phase,
                          r.operations, r.seconds, r.throughput(), r.errors);
   const bool deleted = r.acked_deletes + r.delete_absent > 0;
@@ -100,6 +148,19 @@ void PrintSummary(const PhaseResult& r, std::ostream& out) {
       const double n = static_cast<double>(c.ops);
       out << absl::StrFormat("%-8s %10d %12.2f %12.2f %12.1f %10d\n", RkvOpName(i), c.ops,
                              c.round_trips / n, c.requests / n, c.bytes / n, c.retries);
+    }
+  }
+  if (client_stats && r.stats) {
+    out << absl::StrFormat("%-10s %10s %10s %10s %10s %10s %10s %10s %10s\n", "rkv client", "ok",
+                           "not found", "exists", "unavail", "failed",
+                           "p50 us<=", "p99 us<=", "mean us");
+    for (int i = 0; i < kOpTypes; ++i) {
+      const OpStats& st = (*r.stats)[i];
+      if (Finished(st) == 0) continue;
+      out << absl::StrFormat("%-10s %10d %10d %10d %10d %10d %10.0f %10.0f %10.1f\n", RkvOpName(i),
+                             st.outcomes[0], st.outcomes[1], st.outcomes[2], st.outcomes[3],
+                             st.outcomes[4], QuantileBoundUs(st, 0.5), QuantileBoundUs(st, 0.99),
+                             MeanUs(st));
     }
   }
   if (r.reads_checked > 0 || r.mismatches > 0) {

@@ -11,11 +11,14 @@
 
 namespace rkv::bench {
 
-void PrintSummary(const PhaseResult& result, std::ostream& out);
+// With `client_stats`, also rkv's client library's own counts (rkv::OpStats:
+// outcomes, and latency quantiles as the bounds of its buckets).
+void PrintSummary(const PhaseResult& result, bool client_stats, std::ostream& out);
 
 // One JSON object: `settings` as given (already JSON values), the last
 // phase's figures at the top level (throughput_ops, latency_us by op with
-// p50, p90, p99, p999, max and mean, errors, verify, rkv_costs), and each
+// p50, p90, p99, p999, max and mean, errors, verify, rkv_costs, rkv_client),
+// and each
 // phase's figures under "load", "run" and "check".
 std::string ToJson(const std::map<std::string, std::string>& settings,
                    const std::optional<PhaseResult>& load, const std::optional<PhaseResult>& run,

@@ -30,6 +30,11 @@ class RkvDriver final : public Driver {
     for (int i = 0; i < kOpTypes; ++i) c[i] = client_->costs(static_cast<OpType>(i));
     return c;
   }
+  std::optional<std::array<OpStats, kOpTypes>> stats() const override {
+    std::array<OpStats, kOpTypes> s;
+    for (int i = 0; i < kOpTypes; ++i) s[i] = client_->stats(static_cast<OpType>(i));
+    return s;
+  }
 
  private:
   std::unique_ptr<Client> client_;

@@ -63,6 +63,19 @@ struct Benchmark::Worker {
         sum.retries += a.retries - b.retries;
       }
     }
+    if (auto after = driver->stats(); after && stats_before) {
+      if (!r.stats) r.stats.emplace();
+      for (int i = 0; i < kOpTypes; ++i) {
+        OpStats& sum = (*r.stats)[i];
+        const OpStats& a = (*after)[i];
+        const OpStats& b = (*stats_before)[i];
+        for (int o = 0; o < kOpOutcomes; ++o) sum.outcomes[o] += a.outcomes[o] - b.outcomes[o];
+        for (int k = 0; k < kLatencyBuckets; ++k) {
+          sum.latency_buckets[k] += a.latency_buckets[k] - b.latency_buckets[k];
+        }
+        sum.latency_sum += a.latency_sum - b.latency_sum;
+      }
+    }
   }
 
   const int id;
@@ -85,6 +98,7 @@ struct Benchmark::Worker {
   std::string first_mismatch;
   std::string first_error;
   std::optional<std::array<OpCosts, kOpTypes>> costs_before;
+  std::optional<std::array<OpStats, kOpTypes>> stats_before;
   std::deque<int64_t> deleted;  // Keys this thread deleted, for its inserts to bring back.
 };
 
@@ -176,6 +190,7 @@ absl::StatusOr<std::vector<std::unique_ptr<Benchmark::Worker>>> Benchmark::OpenW
       w->keys.emplace(c.workload.distribution, c.records, expected_inserts, phase.inserts);
     }
     w->costs_before = w->driver->costs();
+    w->stats_before = w->driver->stats();
     workers.push_back(std::move(w));
   }
   return workers;

@@ -56,6 +56,7 @@ struct PhaseResult {
   std::string first_error;
   std::array<Histogram, kOps> latency_ns;              // By Op, from intended start to completion.
   std::optional<std::array<OpCosts, kOpTypes>> costs;  // rkv only: summed over threads.
+  std::optional<std::array<OpStats, kOpTypes>> stats;  // rkv only: the library's, summed.
 
   double throughput() const { return seconds > 0 ? static_cast<double>(operations) / seconds : 0; }
 };

@@ -92,6 +92,7 @@ class ClusterClient final : public Client, private MapWatcher::Listener {
   }
 
   OpCosts costs(OpType type) const override { return groups_.costs(type); }
+  OpStats stats(OpType type) const override { return ops_.stats(type); }
 
  private:
   // Connects and map fetches; two, so that a connect to a server that does
@@ -212,7 +213,7 @@ void ClusterClient::OnDone(client_internal::ClusterOp* raw, Result result) {
     retries_.push_back(std::move(op));
     return;
   }
-  client_internal::OpPool::Callbacks callbacks = ops_.Release(std::move(op));
+  client_internal::OpPool::Callbacks callbacks = ops_.Release(std::move(op), StatusOf(result));
   if constexpr (std::is_same_v<Result, absl::Status>) {
     callbacks.on_done(std::move(result));
   } else {
@@ -257,7 +258,7 @@ size_t ClusterClient::RunReady() {
   while (!ready_.empty()) {
     auto [op, s] = std::move(ready_.front());
     ready_.pop_front();
-    client_internal::OpPool::Callbacks callbacks = ops_.Release(std::move(op));
+    client_internal::OpPool::Callbacks callbacks = ops_.Release(std::move(op), s);
     if (callbacks.on_get) callbacks.on_get(s);
     if (callbacks.on_done) callbacks.on_done(s);
     n++;

@@ -21,10 +21,12 @@ OpPtr OpPool::New(OpType type, absl::string_view key, absl::string_view value,
   op->retried = false;
   op->needs_fetch = 0;
   op->park_until = absl::InfiniteFuture();
+  op->started = absl::Now();
   return op;
 }
 
-OpPool::Callbacks OpPool::Release(OpPtr op) {
+OpPool::Callbacks OpPool::Release(OpPtr op, const absl::Status& status) {
+  stats_.Record(op->type, status, absl::Now() - op->started);
   Callbacks callbacks{std::move(op->on_get), std::move(op->on_done)};
   op->on_get = nullptr;
   op->on_done = nullptr;

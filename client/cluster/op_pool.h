@@ -13,8 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "client/session/op_stats.h"
 #include "rkv/client.h"
 
 namespace rkv::client_internal {
@@ -28,6 +30,7 @@ struct ClusterOp {
   uint64_t needs_fetch = 0;  // A retry waits for this map fetch to end.
   // Parked while its group reconfigures: failed if it does not serve by then.
   absl::Time park_until = absl::InfiniteFuture();
+  absl::Time started;  // When the caller submitted it.
 };
 using OpPtr = std::unique_ptr<ClusterOp>;
 
@@ -43,13 +46,18 @@ class OpPool {
     Client::GetCallback on_get;
     Client::DoneCallback on_done;
   };
-  // Takes `op` back and hands over its callbacks. The record goes back
-  // first, so that a callback that starts another operation may reuse it.
-  Callbacks Release(OpPtr op);
+  // Takes `op` back, counts it as finished with `status`, and hands over
+  // its callbacks. The record goes back first, so that a callback that
+  // starts another operation may reuse it.
+  Callbacks Release(OpPtr op, const absl::Status& status);
+
+  // The operations released so far.
+  const OpStats& stats(OpType type) const { return stats_.stats(type); }
 
  private:
   const size_t max_idle_;
   std::vector<OpPtr> idle_;
+  OpStatsRecorder stats_;
 };
 
 }  // namespace rkv::client_internal

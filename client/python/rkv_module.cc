@@ -240,9 +240,15 @@ class PyClient {
 
   py::dict Stats() {
     static constexpr const char* kNames[rkv::kOpTypes] = {"get", "put", "insert", "delete"};
+    static constexpr const char* kOutcomes[rkv::kOpOutcomes] = {"ok", "not_found", "already_exists",
+                                                                "unavailable", "failed"};
     rkv::OpCosts costs[rkv::kOpTypes];
+    rkv::OpStats stats[rkv::kOpTypes];
     Run([&](rkv::Client& c) {
-      for (int t = 0; t < rkv::kOpTypes; ++t) costs[t] = c.costs(static_cast<rkv::OpType>(t));
+      for (int t = 0; t < rkv::kOpTypes; ++t) {
+        costs[t] = c.costs(static_cast<rkv::OpType>(t));
+        stats[t] = c.stats(static_cast<rkv::OpType>(t));
+      }
     });
     py::dict out;
     for (int t = 0; t < rkv::kOpTypes; ++t) {
@@ -253,6 +259,16 @@ class PyClient {
       d["requests"] = c.requests;
       d["bytes"] = c.bytes;
       d["retries"] = c.retries;
+      py::dict outcomes;
+      for (int o = 0; o < rkv::kOpOutcomes; ++o) outcomes[kOutcomes[o]] = stats[t].outcomes[o];
+      d["outcomes"] = outcomes;
+      py::list buckets;
+      for (int b = 0; b < rkv::kLatencyBuckets; ++b) {
+        buckets.append(py::make_tuple(absl::ToDoubleSeconds(rkv::LatencyBucketBound(b)),
+                                      stats[t].latency_buckets[b]));
+      }
+      d["latency_buckets"] = buckets;
+      d["latency_sum_seconds"] = absl::ToDoubleSeconds(stats[t].latency_sum);
       out[kNames[t]] = d;
     }
     return out;

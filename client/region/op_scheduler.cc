@@ -23,7 +23,7 @@ void OpScheduler::Submit(OpType type, absl::string_view key, absl::string_view v
     idle_ops_.pop_back();
   }
   op->Reset(type, key, value);
-  queued_.push_back({std::move(op), std::move(on_get), std::move(on_done)});
+  queued_.push_back({std::move(op), std::move(on_get), std::move(on_done), type, absl::Now()});
 }
 
 void OpScheduler::StartWaiting() {
@@ -82,6 +82,7 @@ void OpScheduler::Complete(size_t i) {
   Client::GetCallback on_get = std::exchange(p.on_get, nullptr);
   Client::DoneCallback on_done = std::exchange(p.on_done, nullptr);
   absl::Status status = op.status();
+  stats_.Record(p.type, status, absl::Now() - p.started);
   std::string result = std::move(op.result());
   const bool tail = op.has_tail();
   if (tail) {
@@ -112,6 +113,7 @@ void OpScheduler::TailLanded(size_t i) {
 
 void OpScheduler::Finish(PendingOp& p, absl::Status status) {
   if (p.op != nullptr && p.op->posted_cas()) status = WithUnknownOutcome(std::move(status));
+  stats_.Record(p.type, status, absl::Now() - p.started);
   if (p.on_get) p.on_get(status);
   if (p.on_done) p.on_done(status);
 }

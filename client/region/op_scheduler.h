@@ -31,6 +31,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "client/protocol/kv_operation.h"
+#include "client/session/op_stats.h"
 #include "client/session/ring_deque.h"
 #include "client/session/session.h"
 #include "rkv/client.h"
@@ -42,6 +43,8 @@ struct PendingOp {
   std::unique_ptr<KvOperation> op;
   Client::GetCallback on_get;
   Client::DoneCallback on_done;
+  OpType type = OpType::kGet;
+  absl::Time started;  // When the caller submitted it.
   // Completions the posted round still waits for: one per copy it went to.
   uint32_t waiting = 0;
   // The operation is done and its callback has run; what is in flight is
@@ -68,6 +71,7 @@ class OpScheduler {
   size_t tails() const { return tails_; }
   size_t in_flight() const { return queued_.size() + deferred_.size() + active_count_; }
   const OpCosts& costs(OpType type) const { return costs_[static_cast<int>(type)]; }
+  const OpStats& stats(OpType type) const { return stats_.stats(type); }
 
   // Accounts for slot `i`'s finished operation and runs its callback. The
   // slot is free afterwards, unless the operation has a tail to post
@@ -100,7 +104,7 @@ class OpScheduler {
   }
   // Runs `p`'s callback with `status`, marked as of unknown outcome if the
   // operation had posted a CAS.
-  static void Finish(PendingOp& p, absl::Status status);
+  void Finish(PendingOp& p, absl::Status status);
 
   Session& session_;
   RingDeque<PendingOp> queued_;
@@ -115,6 +119,7 @@ class OpScheduler {
   // finishes.
   std::vector<std::unique_ptr<KvOperation>> idle_ops_;
   OpCosts costs_[kOpTypes];
+  OpStatsRecorder stats_;
 };
 
 }  // namespace rkv::client_internal

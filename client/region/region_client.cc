@@ -136,6 +136,7 @@ class ClientImpl final : public client_internal::RegionClient, public client_int
   size_t Poll(absl::Duration timeout) override;
   size_t in_flight() const override { return scheduler_.in_flight(); }
   OpCosts costs(OpType type) const override { return scheduler_.costs(type); }
+  OpStats stats(OpType type) const override { return scheduler_.stats(type); }
   fabric::QueuePairCounters connection_counters() const override { return copies_.counters(); }
 
  private:

@@ -108,6 +108,54 @@ TEST_F(ClusterTest, KilledServerIsMarkedDownAndRestartsWithItsKeys) {
   }
 }
 
+// Client::stats counts each operation once, when its callback runs, by
+// what the callback was told — a lost server's keys as Unavailable — with
+// its latency from the call in one bucket.
+TEST_F(ClusterTest, TheClientCountsEachOperationByOutcomeOnceWithItsLatency) {
+  StartThree();
+  auto client = OpenClient();
+  ASSERT_NE(client, nullptr);
+  auto count = [&](OpType type, OpOutcome outcome) {
+    return client->stats(type).outcomes[static_cast<int>(outcome)];
+  };
+  ASSERT_TRUE(client->Put("k", "v").ok());
+  ASSERT_TRUE(client->Get("k").ok());
+  EXPECT_TRUE(absl::IsNotFound(client->Get("absent").status()));
+  EXPECT_TRUE(absl::IsAlreadyExists(client->Insert("k", "w")));
+  EXPECT_TRUE(client->Delete("k").ok());
+  EXPECT_TRUE(absl::IsNotFound(client->Delete("k")));
+  EXPECT_TRUE(absl::IsInvalidArgument(client->Put("", "v")));
+  EXPECT_EQ(count(OpType::kPut, OpOutcome::kOk), 1u);
+  EXPECT_EQ(count(OpType::kPut, OpOutcome::kFailed), 1u);
+  EXPECT_EQ(count(OpType::kGet, OpOutcome::kOk), 1u);
+  EXPECT_EQ(count(OpType::kGet, OpOutcome::kNotFound), 1u);
+  EXPECT_EQ(count(OpType::kInsert, OpOutcome::kAlreadyExists), 1u);
+  EXPECT_EQ(count(OpType::kDelete, OpOutcome::kOk), 1u);
+  EXPECT_EQ(count(OpType::kDelete, OpOutcome::kNotFound), 1u);
+
+  servers_["s2"]->Kill(SIGKILL);
+  ASSERT_TRUE(WaitForMap(
+      [](const proto::ClusterMap& m) { return CountState(m, proto::SERVER_STATE_DOWN) == 1; }));
+  const OpStats before = client->stats(OpType::kGet);
+  constexpr int kGets = 60;
+  uint64_t unavailable = 0;
+  for (int i = 0; i < kGets; ++i) {
+    unavailable += absl::IsUnavailable(client->Get(absl::StrCat("k", i)).status());
+  }
+  ASSERT_GT(unavailable, 0u);  // About a third of the keys were s2's.
+  const OpStats after = client->stats(OpType::kGet);
+  const int u = static_cast<int>(OpOutcome::kUnavailable);
+  const int miss = static_cast<int>(OpOutcome::kNotFound);
+  EXPECT_EQ(after.outcomes[u] - before.outcomes[u], unavailable);
+  EXPECT_EQ(after.outcomes[miss] - before.outcomes[miss], kGets - unavailable);
+  uint64_t bucketed = 0;
+  for (int i = 0; i < kLatencyBuckets; ++i) {
+    bucketed += after.latency_buckets[i] - before.latency_buckets[i];
+  }
+  EXPECT_EQ(bucketed, uint64_t{kGets});
+  EXPECT_GT(after.latency_sum, before.latency_sum);
+}
+
 TEST_F(ClusterTest, ClientsOutliveTheCoordinator) {
   StartThree();
   auto client = OpenClient();

@@ -109,10 +109,25 @@ def test_stats_count_each_kind(db):
     db.insert(key, b"2")
     db.get(key)
     db.delete(key)
+    db.get(key)
+    db.delete(key)
     after = db.stats()
-    for kind in ("get", "put", "insert", "delete"):
-        assert after[kind]["ops"] == before[kind]["ops"] + 1, kind
+    for kind, ops in (("get", 2), ("put", 1), ("insert", 1), ("delete", 2)):
+        assert after[kind]["ops"] == before[kind]["ops"] + ops, kind
         assert after[kind]["round_trips"] > before[kind]["round_trips"], kind
+
+    def grew(kind, outcome):
+        return after[kind]["outcomes"][outcome] - before[kind]["outcomes"][outcome]
+
+    assert (grew("put", "ok"), grew("insert", "already_exists")) == (1, 1)
+    assert (grew("get", "ok"), grew("get", "not_found")) == (1, 1)
+    assert (grew("delete", "ok"), grew("delete", "not_found")) == (1, 1)
+    for kind, ops in (("get", 2), ("put", 1), ("insert", 1), ("delete", 2)):
+        buckets = after[kind]["latency_buckets"]
+        assert len(buckets) == 24 and buckets[0][0] == 1e-6 and buckets[-1][0] == float("inf")
+        counted = sum(n for _, n in buckets) - sum(n for _, n in before[kind]["latency_buckets"])
+        assert counted == ops, kind
+        assert after[kind]["latency_sum_seconds"] > before[kind]["latency_sum_seconds"]
 
 
 def test_threads_may_share_one_client(db):

@@ -77,6 +77,33 @@ struct OpCosts {
   uint64_t retries = 0;  // Restarts: torn or reused blocks, lost races.
 };
 
+// How operations ended, as their callbacks were told.
+enum class OpOutcome {
+  kOk = 0,
+  kNotFound = 1,       // A GET or DELETE of an absent key.
+  kAlreadyExists = 2,  // An INSERT of a present key.
+  kUnavailable = 3,    // Outcome unknown (see GetAsync below).
+  kFailed = 4,         // Any other error: bad arguments, a full heap, cancelled...
+};
+inline constexpr int kOpOutcomes = 5;
+
+// Latencies are counted in buckets: bucket i holds the operations that took
+// at most LatencyBucketBound(i) and more than the bound below it — 2^i
+// microseconds (1 us to about 4.2 s) — and the last bucket all longer ones.
+inline constexpr int kLatencyBuckets = 24;
+inline absl::Duration LatencyBucketBound(int i) {
+  return i + 1 < kLatencyBuckets ? absl::Microseconds(int64_t{1} << i) : absl::InfiniteDuration();
+}
+
+// What operations of one type came to, counted when each callback runs:
+// outcomes, and latency from the call to the callback (a cluster client's
+// retries and waits for a reconfiguring group included).
+struct OpStats {
+  uint64_t outcomes[kOpOutcomes] = {};             // Indexed by OpOutcome.
+  uint64_t latency_buckets[kLatencyBuckets] = {};  // Not cumulative.
+  absl::Duration latency_sum = absl::ZeroDuration();
+};
+
 class Client {
  public:
   using GetCallback = std::function<void(absl::StatusOr<std::string>)>;
@@ -140,6 +167,8 @@ class Client {
 
   // What this client's operations of `type` have cost so far.
   virtual OpCosts costs(OpType type) const = 0;
+  // How they ended and how long they took, so far.
+  virtual OpStats stats(OpType type) const = 0;
 
  private:
   void Drain();

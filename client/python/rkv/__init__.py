@@ -99,8 +99,13 @@ class Client:
         self._client.put_many(items)
 
     def stats(self):
-        """What this client's operations cost so far, by type ("get", "put",
-        "insert", "delete"): ops, round_trips, requests, bytes, retries."""
+        """This client's counters so far, by type ("get", "put", "insert",
+        "delete"): what its operations cost (ops, round_trips, requests,
+        bytes, retries: ops count each try of a retried one), how they ended
+        (outcomes: ok, not_found, already_exists, unavailable, failed), and
+        how long they took from the call to the result: latency_buckets,
+        (upper bound in seconds, count) pairs, not cumulative, the last
+        bound inf; latency_sum_seconds."""
         return self._client.stats()
 
     def close(self):

@@ -135,6 +135,10 @@ TEST_P(ClientTest, AsyncOperationsShareDoorbells) {
   EXPECT_EQ(found, kOps);
   const OpCosts put = client_->costs(OpType::kPut);
   EXPECT_EQ(put.ops, uint64_t{kOps});
+  EXPECT_EQ(client_->stats(OpType::kPut).outcomes[static_cast<int>(OpOutcome::kOk)],
+            uint64_t{kOps});
+  EXPECT_EQ(client_->stats(OpType::kGet).outcomes[static_cast<int>(OpOutcome::kOk)],
+            uint64_t{kOps});
   const OpCosts get = client_->costs(OpType::kGet);
   // Each operation waited for its rounds, but rounds of different
   // operations went out under the same doorbells.

@@ -98,6 +98,16 @@ int main(int argc, char** argv) {
       client.costs(rkv::OpType::kDelete).ops < 3) {
     return Fail("costs", absl::InternalError("operations not counted"));
   }
+  // How they ended, and how long they took.
+  const rkv::OpStats del_stats = client.stats(rkv::OpType::kDelete);
+  uint64_t timed = 0;
+  for (int i = 0; i < rkv::kLatencyBuckets; ++i) timed += del_stats.latency_buckets[i];
+  if (del_stats.outcomes[static_cast<int>(rkv::OpOutcome::kNotFound)] < 1 ||
+      timed < del_stats.outcomes[static_cast<int>(rkv::OpOutcome::kNotFound)] ||
+      rkv::LatencyBucketBound(rkv::kLatencyBuckets - 1) != absl::InfiniteDuration() ||
+      del_stats.latency_sum <= absl::ZeroDuration()) {
+    return Fail("stats", absl::InternalError("outcomes or latencies not counted"));
+  }
   std::cout << key << " = " << value << " (" << ops << " operations, " << retries << " retries)\n";
   return 0;
 }
