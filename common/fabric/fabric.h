@@ -127,6 +127,11 @@ class Listener {
   // them. A server fences such a client session at once instead of
   // waiting out its lease.
   virtual std::vector<uint64_t> TakeDeparted() = 0;
+
+  // What this listener has served (ListenerCounters), for a server's
+  // metrics. Cheap: it sums a few counters, and the threads that execute
+  // requests never wait for it.
+  virtual ListenerCounters counters() const = 0;
 };
 
 enum class FabricKind { kAuto, kVerbs, kSoft };

@@ -95,6 +95,35 @@ struct QueuePairCounters {
   }
 };
 
+// What a listener's target served its peers, since the listener began:
+// the queue pairs it accepted, and the one-sided requests it executed for
+// them. Requests count once they executed successfully; one refused (a bad
+// rkey, out of bounds, a missing right) changed nothing and is not counted.
+// On verbs the NIC executes requests without the target's CPU, which never
+// sees them: there every request and byte figure stays 0.
+struct ListenerCounters {
+  uint64_t connections = 0;           // Queue pairs open now.
+  uint64_t connections_accepted = 0;  // Queue pairs ever accepted.
+  uint64_t reads = 0;
+  uint64_t writes = 0;
+  uint64_t compare_and_swaps = 0;
+  uint64_t fetch_and_adds = 0;
+  uint64_t read_bytes = 0;   // READ payload sent back to peers.
+  uint64_t write_bytes = 0;  // WRITE payload landed in this node's memory.
+
+  ListenerCounters& operator+=(const ListenerCounters& o) {
+    connections += o.connections;
+    connections_accepted += o.connections_accepted;
+    reads += o.reads;
+    writes += o.writes;
+    compare_and_swaps += o.compare_and_swaps;
+    fetch_and_adds += o.fetch_and_adds;
+    read_bytes += o.read_bytes;
+    write_bytes += o.write_bytes;
+    return *this;
+  }
+};
+
 // Limits of one queue pair, taken from the device where there is one.
 struct QueuePairLimits {
   uint32_t max_send_wr = 0;      // Requests outstanding at once.

@@ -145,8 +145,10 @@ int main(int argc, char** argv) {
                                  coord, *copy_rate);
   std::unique_ptr<rkv::MetricsEndpoint> metrics;
   if (const std::string at = absl::GetFlag(FLAGS_metrics_listen); !at.empty()) {
-    auto started = rkv::MetricsEndpoint::Start(at, [&agent] {
-      return rkv::server::RenderServerMetrics(agent.FreshStats(), agent.counters());
+    const char* kind = rkv::fabric::FabricKindName((*fabric)->kind());
+    auto started = rkv::MetricsEndpoint::Start(at, [&agent, &region, kind] {
+      return rkv::server::RenderServerMetrics(agent.FreshStats(), agent.counters(),
+                                              (*region)->FabricCounters(), kind);
     });
     if (!started.ok()) return Fail(started.status());
     metrics = std::move(started).value();

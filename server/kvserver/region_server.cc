@@ -239,8 +239,23 @@ void RegionServer::StopServing() {
     std::lock_guard<std::mutex> lock(lease_mu_);
     if (reclaim_ != nullptr) reclaim_->Disconnect();
   }
-  listener_.reset();
+  std::unique_ptr<fabric::Listener> listener;
+  {
+    // A scrape from now on sees what it served, which no longer grows.
+    std::lock_guard<std::mutex> lock(listener_mu_);
+    listener = std::move(listener_);
+    if (listener != nullptr) {
+      stopped_counters_ = listener->counters();
+      stopped_counters_.connections = 0;
+    }
+  }
+  listener.reset();  // Joins its threads: not under the lock a scrape waits on.
   region_.reset();
+}
+
+fabric::ListenerCounters RegionServer::FabricCounters() const {
+  std::lock_guard<std::mutex> lock(listener_mu_);
+  return listener_ != nullptr ? listener_->counters() : stopped_counters_;
 }
 
 absl::Status RegionServer::Settle(bool wipe) {

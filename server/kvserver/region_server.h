@@ -161,6 +161,10 @@ class RegionServer {
   // Counts used slots and heap (a scan of the index and the free pool:
   // control plane only).
   RegionStats Stats() const;
+  // What the listener has served clients (fabric::ListenerCounters), for
+  // /metrics; after StopServing, what it had served, with no connection
+  // open. Thread-safe.
+  fabric::ListenerCounters FabricCounters() const;
   // Writes the region file back to disk (msync); no-op without a file.
   absl::Status Flush();
 
@@ -202,8 +206,13 @@ class RegionServer {
   bool file_backed_ = false;
   std::unique_ptr<fabric::MemoryRegion> region_;
   std::unique_ptr<fabric::Listener> listener_;
-  std::unique_ptr<SessionLeases> leases_;  // Null: no client sessions.
-  std::unique_ptr<HeapReclaim> reclaim_;   // With leases_; guarded by lease_mu_.
+  // Held while listener_ goes (StopServing) and by FabricCounters, which a
+  // metrics scrape calls from a thread of its own. The threads that use
+  // listener_ otherwise run before StopServing, or are stopped by it.
+  mutable std::mutex listener_mu_;
+  fabric::ListenerCounters stopped_counters_;  // Guarded by listener_mu_.
+  std::unique_ptr<SessionLeases> leases_;      // Null: no client sessions.
+  std::unique_ptr<HeapReclaim> reclaim_;       // With leases_; guarded by lease_mu_.
   // Checks the leases every eighth of one; stopped before the listener goes.
   // std::mutex, whose synchronisation ThreadSanitizer sees (Debian's Abseil
   // is not built for it).

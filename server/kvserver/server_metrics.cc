@@ -6,7 +6,8 @@
 
 namespace rkv::server {
 
-std::string RenderServerMetrics(const proto::RegionStats& s, const MemberAgent::Counters& c) {
+std::string RenderServerMetrics(const proto::RegionStats& s, const MemberAgent::Counters& c,
+                                const fabric::ListenerCounters& f, absl::string_view fabric_kind) {
   PrometheusText m;
   m.Family("rkv_server_index_slots", "gauge", "Slots of the region's hash index.");
   m.Sample(s.slots_total());
@@ -65,6 +66,28 @@ std::string RenderServerMetrics(const proto::RegionStats& s, const MemberAgent::
            "The push under way: bytes done, and its size (0 when none).");
   m.Sample(c.push_copied_now, {{"of", "done"}});
   m.Sample(c.push_size_now, {{"of", "size"}});
+  // The fabric's listener: the clients' (and pushing peers') queue pairs,
+  // and the one-sided requests executed for them. The target's CPU sees
+  // those only on the soft fabric; a verbs NIC serves them unseen.
+  const std::string kind(fabric_kind);
+  m.Family("rkv_server_fabric_connections", "gauge",
+           "Queue pairs of clients and peers open at this server's fabric listener.");
+  m.Sample(f.connections, {{"fabric", kind}});
+  m.Family("rkv_server_fabric_connections_accepted_total", "counter",
+           "Queue pairs this server's fabric listener accepted.");
+  m.Sample(f.connections_accepted, {{"fabric", kind}});
+  m.Family("rkv_server_fabric_requests_served_total", "counter",
+           "One-sided requests executed here for peers, by operation: served by the soft "
+           "fabric; 0 on verbs, whose NIC serves requests without the CPU.");
+  m.Sample(f.reads, {{"fabric", kind}, {"op", "read"}});
+  m.Sample(f.writes, {{"fabric", kind}, {"op", "write"}});
+  m.Sample(f.compare_and_swaps, {{"fabric", kind}, {"op", "cas"}});
+  m.Sample(f.fetch_and_adds, {{"fabric", kind}, {"op", "faa"}});
+  m.Family("rkv_server_fabric_bytes_served_total", "counter",
+           "Payload bytes of the requests served: READ bytes sent back, WRITE bytes landed; "
+           "served by the soft fabric; 0 on verbs, whose NIC serves requests without the CPU.");
+  m.Sample(f.read_bytes, {{"fabric", kind}, {"op", "read"}});
+  m.Sample(f.write_bytes, {{"fabric", kind}, {"op", "write"}});
   return m.text();
 }
 

@@ -3,10 +3,12 @@
 # --metrics_listen (a free port each, from their logs): two copies of every
 # key (one replica group of two and a spare), 1,000 records loaded.
 # Scraped, the group's members count the records, the spare none, and they
-# count lease renewals; the coordinator leads and counts three servers up
-# and the group serving. Then a member is killed: the coordinator counts
-# it down, a reconfiguration and a live copy to the spare, each with its
-# duration, and the primary the pushes it made and their bytes. Every
+# count lease renewals; the soft fabric's requests and bytes served, summed
+# over the servers, grew by the load's writes and CASes at least; the
+# coordinator leads and counts three servers up and the group serving. Then
+# a member is killed: the coordinator counts it down, a reconfiguration and
+# a live copy to the spare, each with its duration, the primary the pushes
+# it made and their bytes, and the spare the bytes written into it. Every
 # sample line is well formed, every family has its HELP and TYPE, every
 # counter ends in _total. Everything started here is stopped here.
 #
@@ -30,9 +32,6 @@ fail() { echo "metrics_scrape: $*" >&2; exit 1; }
 bash scripts/cluster.sh start 3 >/dev/null
 bash scripts/cluster.sh wait-serving >/dev/null
 coord=$(bash scripts/cluster.sh coordinators)
-"$bin/kvbench" --coordinator="$coord" --token_file="$RKV_CLUSTER_DIR/token" --phase=load \
-  --records=1000 --progress=false >/dev/null
-
 # metrics_url NAME: where the process's log says it serves its metrics.
 metrics_url() {
   grep -ho 'metrics at http://[0-9.]*:[0-9]*/metrics' "$RKV_CLUSTER_DIR/$1.log" | tail -1 |
@@ -78,6 +77,44 @@ for id in s1 s2 s3; do
 done
 [ -n "$coord_url" ] || fail "kvcoord's metrics address is not in its log"
 
+# fabric_sum NAME LABELS: NAME{fabric="soft",LABELS} summed over the
+# servers' scrapes in m; nothing (and why, on stderr) where one lacks it.
+fabric_sum() {
+  local sum=0 v
+  for id in s1 s2 s3; do
+    v=$(value "${m[$id]}" "$1" "{fabric=\"soft\"${2:+,$2}}")
+    if [ -z "$v" ]; then
+      echo "metrics_scrape: $id: no $1{fabric=\"soft\"${2:+,$2}}" >&2
+      return
+    fi
+    sum=$((sum + v))
+  done
+  echo "$sum"
+}
+# fabric_figures: "KIND OP SUM" lines of the fabric's series, for `read`.
+fabric_figures() {
+  echo "requests read $(fabric_sum rkv_server_fabric_requests_served_total 'op="read"')"
+  echo "requests write $(fabric_sum rkv_server_fabric_requests_served_total 'op="write"')"
+  echo "requests cas $(fabric_sum rkv_server_fabric_requests_served_total 'op="cas"')"
+  echo "requests faa $(fabric_sum rkv_server_fabric_requests_served_total 'op="faa"')"
+  echo "bytes read $(fabric_sum rkv_server_fabric_bytes_served_total 'op="read"')"
+  echo "bytes write $(fabric_sum rkv_server_fabric_bytes_served_total 'op="write"')"
+  echo "accepted - $(fabric_sum rkv_server_fabric_connections_accepted_total)"
+  echo "open - $(fabric_sum rkv_server_fabric_connections)"
+}
+# The fabric's figures before the load, to see what it added.
+for id in s1 s2 s3; do
+  m[$id]=$(scrape "${url[$id]}") || fail "kvserver $id's metrics are malformed"
+done
+declare -A before after
+while read -r what op n; do
+  [ -n "$n" ] || fail "a fabric series is missing"
+  before[$what.$op]=$n
+done <<<"$(fabric_figures)"
+
+"$bin/kvbench" --coordinator="$coord" --token_file="$RKV_CLUSTER_DIR/token" --phase=load \
+  --records=1000 --progress=false >/dev/null
+
 # Usage is counted every 5 s: until two servers count every record and
 # the third none (20 s at most).
 deadline=$((SECONDS + 20))
@@ -100,6 +137,23 @@ for id in s1 s2 s3; do
 done
 echo "servers: slots used per server:$counts; heap by state; lease renewals"
 
+# Each record costs a WRITE of its block (64 bytes at least) and a CAS of
+# its slot, at one copy at least; finding the slot READs the buckets.
+while read -r what op n; do
+  [ -n "$n" ] || fail "a fabric series is missing"
+  after[$what.$op]=$n
+done <<<"$(fabric_figures)"
+grew() { echo $((after[$1] - before[$1])); }
+[ "$(grew requests.write)" -ge 1000 ] || fail "WRITEs served grew by $(grew requests.write), not 1000"
+[ "$(grew bytes.write)" -ge 64000 ] || fail "bytes written grew by $(grew bytes.write), not 64000"
+[ "$(grew requests.cas)" -ge 1000 ] || fail "CASes served grew by $(grew requests.cas), not 1000"
+[ "$(grew requests.read)" -gt 0 ] && [ "$(grew bytes.read)" -gt 0 ] || fail "no READ served"
+[ "${after[accepted.-]}" -ge 2 ] || fail "${after[accepted.-]} queue pairs accepted in all"
+[ "${after[open.-]}" -le "${after[accepted.-]}" ] || fail "more queue pairs open than accepted"
+echo "fabric, for the load: $(grew requests.read) READs of $(grew bytes.read) bytes," \
+  "$(grew requests.write) WRITEs of $(grew bytes.write) bytes, $(grew requests.cas) CASes," \
+  "$(grew requests.faa) FAAs; ${after[accepted.-]} queue pairs accepted, ${after[open.-]} open"
+
 c=$(scrape "$coord_url") || fail "kvcoord's metrics are malformed"
 [ "$(value "$c" rkv_coordinator_leading)" = 1 ] || fail "the only kvcoord does not lead"
 [ "$(value "$c" rkv_coordinator_servers '{state="up"}')" = 3 ] || fail "not 3 servers up: $c"
@@ -109,10 +163,11 @@ epoch=$(value "$c" rkv_coordinator_map_epoch)
 
 # A member of the group killed: it reconfigures on the survivor, which
 # then copies its region to the spare while serving.
-victim=""
+victim="" spare=""
 for id in s1 s2 s3; do
-  if [ "$(value "${m[$id]}" rkv_server_index_slots_used)" = 1000 ]; then victim=$id; fi
+  if [ "$(value "${m[$id]}" rkv_server_index_slots_used)" = 1000 ]; then victim=$id; else spare=$id; fi
 done
+spare_written=$(value "${m[$spare]}" rkv_server_fabric_bytes_served_total '{fabric="soft",op="write"}')
 bash scripts/cluster.sh kill "$victim"
 deadline=$((SECONDS + 30))
 until c=$(scrape "$coord_url") &&
@@ -137,6 +192,11 @@ for id in s1 s2 s3; do
 done
 [ "$live_copies" -ge 1 ] && [ "$live_bytes" -gt 0 ] ||
   fail "no live copy pushed by the survivor ($live_copies, $live_bytes bytes)"
+# The copy reached the spare through its fabric: the 1,000 records' blocks.
+p=$(scrape "${url[$spare]}") || fail "kvserver $spare's metrics are malformed"
+spare_copied=$(($(value "$p" rkv_server_fabric_bytes_served_total '{fabric="soft",op="write"}') -
+  spare_written))
+[ "$spare_copied" -ge 64000 ] || fail "the spare $spare was written $spare_copied bytes by the copy"
 echo "after kill -9 of $victim: epoch $epoch -> $(value "$c" rkv_coordinator_map_epoch)," \
   "$(value "$c" rkv_coordinator_reconfigurations_total) reconfiguration(s)," \
   "$live_copies live copy of $((live_bytes >> 20)) MiB"

@@ -15,12 +15,14 @@ class SimQueuePair final : public SoftQueuePair {
  public:
   SimQueuePair(std::shared_ptr<SimNetwork> net, std::shared_ptr<const MemoryTable> local,
                std::shared_ptr<const MemoryTable> target, uint64_t listener_id,
-               std::shared_ptr<PeerDepartures> departures, const QueuePairOptions& options)
+               std::shared_ptr<PeerDepartures> departures, std::shared_ptr<ServedTally> served,
+               const QueuePairOptions& options)
       : SoftQueuePair(std::move(local), options),
         net_(std::move(net)),
         target_(std::move(target)),
         listener_id_(listener_id),
         departures_(std::move(departures)),
+        served_(std::move(served)),
         peer_id_(options.peer_id) {
     departures_->Opened(peer_id_);
   }
@@ -48,6 +50,8 @@ class SimQueuePair final : public SoftQueuePair {
 
   uint64_t listener_id() const { return listener_id_; }
   uint64_t peer_id() const { return peer_id_; }
+  // Its listener's; the network writes it under its mutex.
+  ServedTally& served() const { return *served_; }
 
   bool HasWork() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -71,6 +75,7 @@ class SimQueuePair final : public SoftQueuePair {
   const std::shared_ptr<const MemoryTable> target_;
   const uint64_t listener_id_;
   const std::shared_ptr<PeerDepartures> departures_;
+  const std::shared_ptr<ServedTally> served_;
   const uint64_t peer_id_;
 };
 
@@ -102,6 +107,7 @@ void SimQueuePair::Step(uint32_t chunk_bytes) {
     default:
       status = CompletionStatus::kRemoteInvalidRequest;
   }
+  if (status == CompletionStatus::kSuccess) served_->Served(req.opcode, req.length);
   CompleteFrontLocked(status, req.length);
 }
 
@@ -126,12 +132,13 @@ std::shared_ptr<CompletionChannel> SimNetwork::NewCompletionChannel() {
 class SimListener final : public Listener {
  public:
   SimListener(std::shared_ptr<SimNetwork> net, std::string name, uint64_t id, std::string token,
-              std::shared_ptr<PeerDepartures> departures)
+              std::shared_ptr<PeerDepartures> departures, std::shared_ptr<const ServedTally> served)
       : net_(std::move(net)),
         name_(std::move(name)),
         id_(id),
         token_(std::move(token)),
-        departures_(std::move(departures)) {}
+        departures_(std::move(departures)),
+        served_(std::move(served)) {}
   ~SimListener() override { net_->RemoveListener(name_, id_); }
   Endpoint endpoint() const override { return {absl::StrCat("sim:", name_), token_}; }
   absl::Status Fence(uint64_t peer_id) override {
@@ -140,6 +147,7 @@ class SimListener final : public Listener {
     return absl::OkStatus();
   }
   std::vector<uint64_t> TakeDeparted() override { return departures_->Take(); }
+  ListenerCounters counters() const override { return served_->Read(); }
 
  private:
   const std::shared_ptr<SimNetwork> net_;
@@ -147,6 +155,7 @@ class SimListener final : public Listener {
   const uint64_t id_;
   const std::string token_;
   const std::shared_ptr<PeerDepartures> departures_;
+  const std::shared_ptr<const ServedTally> served_;
 };
 
 SimNetwork::SimNetwork(uint64_t seed, SimOptions options)
@@ -177,9 +186,10 @@ absl::StatusOr<std::unique_ptr<Listener>> SimNetwork::Listen(
   }
   const uint64_t id = next_listener_id_++;
   auto departures = std::make_shared<PeerDepartures>();
-  listeners_[name] = {table, options.token, id, {}, departures};
-  return std::unique_ptr<Listener>(
-      std::make_unique<SimListener>(shared_from_this(), name, id, options.token, departures));
+  auto served = std::make_shared<ServedTally>();
+  listeners_[name] = {table, options.token, id, {}, departures, served};
+  return std::unique_ptr<Listener>(std::make_unique<SimListener>(
+      shared_from_this(), name, id, options.token, departures, served));
 }
 
 absl::StatusOr<std::unique_ptr<QueuePair>> SimNetwork::Connect(
@@ -206,7 +216,9 @@ absl::StatusOr<std::unique_ptr<QueuePair>> SimNetwork::Connect(
         "connect ", endpoint.address, ": the target fenced peer id ", options.peer_id));
   }
   auto qp = std::make_unique<SimQueuePair>(shared_from_this(), std::move(local), std::move(target),
-                                           it->second.id, it->second.departures, options);
+                                           it->second.id, it->second.departures, it->second.served,
+                                           options);
+  it->second.served->Accepted();
   queue_pairs_.push_back(qp.get());
   return std::unique_ptr<QueuePair>(std::move(qp));
 }
@@ -233,6 +245,7 @@ void SimNetwork::Fence(const std::string& name, uint64_t id, uint64_t peer_id) {
 
 void SimNetwork::Detach(SimQueuePair* qp) {
   std::lock_guard<std::mutex> lock(mu_);
+  qp->served().Closed();  // Here, under mu_, not racing a step's count.
   queue_pairs_.erase(std::remove(queue_pairs_.begin(), queue_pairs_.end(), qp), queue_pairs_.end());
 }
 

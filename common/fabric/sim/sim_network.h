@@ -29,6 +29,7 @@
 #include "common/fabric/fabric.h"
 #include "common/fabric/memory_table.h"
 #include "common/fabric/peer_departures.h"
+#include "common/fabric/served_tally.h"
 #include "common/fabric/soft/soft_transport.h"
 #include "common/random.h"
 
@@ -84,6 +85,9 @@ class SimNetwork : public SoftTransport, public std::enable_shared_from_this<Sim
     uint64_t id = 0;
     absl::flat_hash_set<uint64_t> fenced;  // Peer ids Listener::Fence named.
     std::shared_ptr<PeerDepartures> departures;
+    // Written under mu_ only (connects, steps, detaches): one writer at a
+    // time, as the tally asks.
+    std::shared_ptr<ServedTally> served;
   };
 
   // Runs up to `max_steps` steps; returns how many ran.

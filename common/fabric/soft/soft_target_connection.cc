@@ -41,14 +41,18 @@ absl::string_view View(const uint8_t* p, size_t n) { return {reinterpret_cast<co
 
 }  // namespace
 
-SoftTargetConnection::SoftTargetConnection(const SoftTargetContext& context, Fd fd)
-    : context_(context), fd_(std::move(fd)) {
+SoftTargetConnection::SoftTargetConnection(const SoftTargetContext& context, ServedTally& served,
+                                           Fd fd)
+    : context_(context), served_(served), fd_(std::move(fd)) {
   in_.Reserve(kInputBytes);
 }
 
 SoftTargetConnection::~SoftTargetConnection() {
   ::shutdown(fd_.get(), SHUT_RDWR);
-  if (state_ == State::kServing) context_.departures.Closed(peer_id_);
+  if (state_ == State::kServing) {
+    context_.departures.Closed(peer_id_);
+    served_.Closed();
+  }
 }
 
 void SoftTargetConnection::NoteEvents(uint32_t epoll_events) {
@@ -178,6 +182,7 @@ bool SoftTargetConnection::Handshake() {
   peer_id_ = hello.peer_id;
   state_ = State::kServing;
   context_.departures.Opened(peer_id_);
+  served_.Accepted();
   return true;
 }
 
@@ -209,7 +214,11 @@ void SoftTargetConnection::Execute(const RemoteRequest& req, const uint8_t* payl
   wire::EncodeResponseHeader(resp, out_.data() + at);
   // An error completion moves the responder to the error state: it
   // executes nothing more for this queue pair.
-  if (resp.status != CompletionStatus::kSuccess) closing_ = true;
+  if (resp.status != CompletionStatus::kSuccess) {
+    closing_ = true;
+  } else {
+    served_.Served(req.opcode, req.length);
+  }
 }
 
 absl::StatusOr<size_t> SoftTargetConnection::ReadSome() {

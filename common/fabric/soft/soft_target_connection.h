@@ -22,6 +22,7 @@
 #include "common/fabric/memory_table.h"
 #include "common/fabric/peer_departures.h"
 #include "common/fabric/remote_op.h"
+#include "common/fabric/served_tally.h"
 #include "common/socket.h"
 
 namespace rkv::fabric {
@@ -63,8 +64,9 @@ class SoftTargetConnection {
   static constexpr size_t kReadBudgetBytes = 1 << 20;
   static constexpr absl::Duration kHandshakeTimeout = absl::Seconds(5);
 
-  // `fd` is a non-blocking accepted socket.
-  SoftTargetConnection(const SoftTargetContext& context, Fd fd);
+  // `fd` is a non-blocking accepted socket. `served` is its loop's tally,
+  // which outlives it; only the loop's thread writes it.
+  SoftTargetConnection(const SoftTargetContext& context, ServedTally& served, Fd fd);
   // Shuts the socket down, so that the peer sees the connection end at once.
   ~SoftTargetConnection();
   SoftTargetConnection(const SoftTargetConnection&) = delete;
@@ -107,6 +109,7 @@ class SoftTargetConnection {
   size_t Available() const { return in_.size() - in_read_; }
 
   const SoftTargetContext& context_;
+  ServedTally& served_;
   Fd fd_;
   State state_ = State::kHelloFixed;
   size_t hello_rest_bytes_ = 0;

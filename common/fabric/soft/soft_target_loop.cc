@@ -111,7 +111,7 @@ bool SoftTargetLoop::TakeIncoming() {
   const absl::Time deadline = absl::Now() + SoftTargetConnection::kHandshakeTimeout;
   for (Fd& fd : incoming) {
     const uint64_t id = next_id_++;
-    auto connection = std::make_unique<SoftTargetConnection>(context_, std::move(fd));
+    auto connection = std::make_unique<SoftTargetConnection>(context_, served_, std::move(fd));
     // Edge-triggered: a connection reads until the socket is drained and
     // sends until it is full, so each event is news; registering once
     // spares an epoll_ctl per change of interest.

@@ -18,6 +18,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/fabric/served_tally.h"
 #include "common/fabric/soft/soft_target_connection.h"
 #include "common/socket.h"
 
@@ -41,6 +42,10 @@ class SoftTargetLoop {
   // to the context's fenced peers first, so that a handshake the sweep did
   // not see is refused. Thread-safe; not to be called by the loop itself.
   void Fence(uint64_t peer_id);
+
+  // What this loop's connections were served (Listener::counters).
+  // Thread-safe.
+  ListenerCounters counters() const { return served_.Read(); }
 
  private:
   SoftTargetLoop(const SoftTargetContext& context, Fd epoll, Fd wake);
@@ -77,6 +82,10 @@ class SoftTargetLoop {
     bool ready = false;  // Queued in ready_.
   };
   uint64_t next_id_ = 1;  // 0 is the wake-up eventfd.
+  // Written by the connections, on the loop's thread alone (or by the
+  // destructor's, once that has ended); before them, which count their
+  // close as they go.
+  ServedTally served_;
   absl::flat_hash_map<uint64_t, Entry> connections_;
   std::vector<uint64_t> ready_;  // To serve this turn.
   // Handshake deadlines, in adoption order and so in time order.

@@ -60,6 +60,13 @@ class SoftTcpListener final : public Listener {
 
   std::vector<uint64_t> TakeDeparted() override { return context_->departures.Take(); }
 
+  ListenerCounters counters() const override {
+    // A tally per loop: the loops never write a shared counter.
+    ListenerCounters sum;
+    for (const std::unique_ptr<SoftTargetLoop>& loop : loops_) sum += loop->counters();
+    return sum;
+  }
+
  private:
   void AcceptLoop();
 

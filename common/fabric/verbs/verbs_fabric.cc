@@ -24,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/fabric/peer_departures.h"
+#include "common/fabric/served_tally.h"
 #include "common/fabric/verbs/verbs_connect.h"
 #include "common/fabric/verbs/verbs_device.h"
 #include "common/fabric/work_request_check.h"
@@ -499,6 +500,12 @@ class VerbsListener final : public Listener {
   // the kernel disconnects: the event thread sees them go at once.
   std::vector<uint64_t> TakeDeparted() override { return departures_.Take(); }
 
+  // Connections only: the NIC executes peers' READs, WRITEs and atomics
+  // without this CPU, which never learns of them, so every request and
+  // byte figure stays 0: the device's port counters are the place for
+  // that traffic.
+  ListenerCounters counters() const override { return tally_.Read(); }
+
   // The probes in flight at once are bounded by the shared CQ.
   static constexpr int kCqEntries = 4096;
 
@@ -596,6 +603,7 @@ class VerbsListener final : public Listener {
     if (it->second.probing) --probes_in_flight_;
     serials_.erase(it->second.serial);
     departures_.Closed(it->second.peer_id);
+    tally_.Closed();
     accepted_.erase(it);
   }
 
@@ -617,6 +625,7 @@ class VerbsListener final : public Listener {
     a.serial = ++last_serial_;
     serials_[a.serial] = id;
     departures_.Opened(a.peer_id);
+    tally_.Accepted();
   }
 
   const std::shared_ptr<VerbsDevice> device_;
@@ -631,6 +640,8 @@ class VerbsListener final : public Listener {
   std::map<uint64_t, rdma_cm_id*> serials_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<uint64_t> fenced_ ABSL_GUARDED_BY(mu_);  // Peer ids.
   PeerDepartures departures_;
+  // Written under mu_ (one writer at a time), read by counters() anywhere.
+  ServedTally tally_;
   uint64_t last_serial_ ABSL_GUARDED_BY(mu_) = 0;
   int probes_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread thread_;

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -1149,6 +1150,79 @@ TEST_P(ConformanceTest, ListenerNamesAPeerOnceItsLastQueuePairClosed) {
   EXPECT_THAT(AwaitDepartures(*env_->listener, kPeer, 1), ElementsAre(kPeer));
   EXPECT_THAT(Statuses(env_->Run(*staying, {env_->Read(1, 0, local(0), 8)}, 1)),
               ElementsAre(kSuccess));
+}
+
+// The listener's counters, once `done` holds of them (10 s at most): the
+// target counts a close in its own time.
+ListenerCounters AwaitCounters(const Listener& listener,
+                               const std::function<bool(const ListenerCounters&)>& done) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  ListenerCounters c = listener.counters();
+  while (!done(c) && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+    c = listener.counters();
+  }
+  return c;
+}
+
+// What a server's metrics show of its fabric: the queue pairs it accepted
+// and the requests it executed for them, by kind, with their bytes. A
+// refused request is not counted. On verbs the NIC serves requests without
+// the target's CPU: only the connections are counted there.
+TEST_P(ConformanceTest, ListenerCountsConnectionsAndTheRequestsItServed) {
+  ListenerCounters c = env_->listener->counters();
+  EXPECT_EQ(c.connections, 0u);
+  EXPECT_EQ(c.connections_accepted, 0u);
+  auto first = ConnectAs(7);
+  auto second = Connect();
+  ASSERT_TRUE(first && second);
+  constexpr int kWrites = 5, kReads = 3, kCas = 2, kFaa = 4;
+  constexpr uint32_t kWriteBytes = 100, kReadBytes = 1000;
+  std::vector<WorkRequest> batch;
+  uint64_t id = 0;
+  for (int i = 0; i < kWrites; ++i)
+    batch.push_back(env_->Write(++id, 4096 * i, local(0), kWriteBytes));
+  for (int i = 0; i < kReads; ++i) {
+    batch.push_back(env_->Read(++id, 4096 * i, local(65536 * (i + 1)), kReadBytes));
+  }
+  ASSERT_THAT(Statuses(env_->Run(*first, batch, batch.size())), Each(kSuccess));
+  batch.clear();
+  auto* old = reinterpret_cast<uint64_t*>(local(1 << 20));
+  for (int i = 0; i < kCas; ++i) batch.push_back(env_->Cas(++id, 64 * i, old + i, 0, 1));
+  for (int i = 0; i < kFaa; ++i) batch.push_back(env_->Faa(++id, 512, old + 8 + i, 1));
+  ASSERT_THAT(Statuses(env_->Run(*second, batch, batch.size())), Each(kSuccess));
+  EXPECT_EQ(env_->listener->counters().connections, 2u);
+  // Straddles the end of the region: refused, so it served nothing.
+  auto refused = Connect();
+  ASSERT_NE(refused, nullptr);
+  const WorkRequest bad = env_->Read(++id, env_->remote_mem->size() - 4, local(0), 8);
+  ASSERT_THAT(Statuses(env_->Run(*refused, {bad}, 1)),
+              ElementsAre(CompletionStatus::kRemoteAccessError));
+
+  c = env_->listener->counters();
+  EXPECT_EQ(c.connections_accepted, 3u);
+  const bool served_here = env_->backend != Backend::kVerbs;
+  EXPECT_EQ(c.writes, served_here ? kWrites : 0u);
+  EXPECT_EQ(c.write_bytes, served_here ? kWrites * kWriteBytes : 0u);
+  EXPECT_EQ(c.reads, served_here ? kReads : 0u);
+  EXPECT_EQ(c.read_bytes, served_here ? kReads * kReadBytes : 0u);
+  EXPECT_EQ(c.compare_and_swaps, served_here ? kCas : 0u);
+  EXPECT_EQ(c.fetch_and_adds, served_here ? kFaa : 0u);
+
+  // The queue pairs open come and go (the target may close the one in
+  // error itself); what was accepted and served stays.
+  refused.reset();
+  c = AwaitCounters(*env_->listener, [](const ListenerCounters& c) { return c.connections <= 2; });
+  EXPECT_EQ(c.connections, 2u);
+  first.reset();
+  c = AwaitCounters(*env_->listener, [](const ListenerCounters& c) { return c.connections <= 1; });
+  EXPECT_EQ(c.connections, 1u);
+  second.reset();
+  c = AwaitCounters(*env_->listener, [](const ListenerCounters& c) { return c.connections == 0; });
+  EXPECT_EQ(c.connections, 0u);
+  EXPECT_EQ(c.connections_accepted, 3u);
+  EXPECT_EQ(c.writes, served_here ? kWrites : 0u);
+  EXPECT_EQ(c.fetch_and_adds, served_here ? kFaa : 0u);
 }
 
 std::string ParamName(const ::testing::TestParamInfo<Backend>& info) {
