@@ -2,7 +2,8 @@
 """Python batched reads, rkv against Redis, side by side in one run.
 
 rkv's Client.get_many and redis-py pipelining (transaction=False, one GET per
-key) read the same keys, RECORDS values of VALUE_BYTES, in batches of each
+key) read the same keys (and, for reference, redis-py's MGET, one command
+for the batch), RECORDS values of VALUE_BYTES, in batches of each
 size given. Each store runs ROUNDS timed rounds of SECONDS, the two
 interleaved so that both see the same machine; the medians and their ratio
 are printed, one line per batch size.
@@ -46,6 +47,8 @@ def main():
     parser.add_argument("--records", type=int, default=10000)
     parser.add_argument("--value_bytes", type=int, default=100)
     parser.add_argument("--batches", default="1,16,64,256", help="batch sizes, comma-separated")
+    parser.add_argument("--max_outstanding", type=int, default=None,
+                        help="rkv.Client's max_outstanding (default: the client's)")
     parser.add_argument("--rounds", type=int, default=5, help="timed rounds per store and batch")
     parser.add_argument("--seconds", type=float, default=1.0, help="length of a round")
     args = parser.parse_args()
@@ -60,7 +63,8 @@ def main():
     keys = [f"user{i:012d}".encode() for i in range(args.records)]
     value = bytes(rng.randrange(256) for _ in range(args.value_bytes))
 
-    with rkv.Client(args.coordinator, token=token) as db:
+    options = {} if args.max_outstanding is None else {"max_outstanding": args.max_outstanding}
+    with rkv.Client(args.coordinator, token=token, **options) as db:
         db.put_many((k, value) for k in keys)
         pipe = r.pipeline(transaction=False)
         for k in keys:
@@ -73,18 +77,19 @@ def main():
                 p.get(k)
             return p.execute()
 
-        stores = {"rkv": db.get_many, "redis": redis_batch}
+        stores = {"rkv": db.get_many, "redis": redis_batch, "mget": r.mget}
         print(f"# {args.records} records of {args.value_bytes} B; {args.rounds} rounds of "
               f"{args.seconds:g} s per store and batch, interleaved; medians")
-        print(f"{'batch':>6} {'rkv get_many ops/s':>20} {'redis pipeline ops/s':>22} {'rkv/redis':>10}")
+        print(f"{'batch':>6} {'rkv get_many ops/s':>20} {'redis pipeline ops/s':>22} "
+              f"{'rkv/redis':>10} {'redis MGET ops/s':>18} {'rkv/MGET':>9}")
         for batch in batches:
             results = {name: [] for name in stores}
             for _ in range(args.rounds):
                 for name, get_batch in stores.items():
                     results[name].append(timed_round(get_batch, keys, batch, args.seconds, rng))
-            rkv_ops = statistics.median(results["rkv"])
-            redis_ops = statistics.median(results["redis"])
-            print(f"{batch:>6} {rkv_ops:>20,.0f} {redis_ops:>22,.0f} {rkv_ops / redis_ops:>10.2f}")
+            rkv_ops, redis_ops, mget_ops = (statistics.median(results[name]) for name in stores)
+            print(f"{batch:>6} {rkv_ops:>20,.0f} {redis_ops:>22,.0f} {rkv_ops / redis_ops:>10.2f} "
+                  f"{mget_ops:>18,.0f} {rkv_ops / mget_ops:>9.2f}")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,10 @@
 """The Python client against a live cluster (tests/python/run.sh)."""
+import re
 import sys
 import threading
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -218,3 +220,22 @@ def test_a_wrong_token_is_refused(cluster):
 def test_a_coordinator_nobody_runs_is_an_error(cluster):
     with pytest.raises(rkv.Error):
         rkv.Client("127.0.0.1:1", fabric="soft")
+
+
+def test_the_readmes_example_prints_what_it_says(cluster, tmp_path, capsys):
+    coordinator, token = cluster
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    example = re.search(r"```python\n(.*?)```", readme, re.S).group(1)
+    token_file = tmp_path / "token"
+    token_file.write_text(token)
+    # The README's cluster is scripts/cluster.sh's at its default place.
+    assert "127.0.0.1:7400,127.0.0.1:7401" in example and "/tmp/rkv-cluster/token" in example
+    example = example.replace("127.0.0.1:7400,127.0.0.1:7401", coordinator)
+    example = example.replace("/tmp/rkv-cluster/token", str(token_file))
+    client = rkv.Client(coordinator, token=token, fabric="soft")
+    with client:
+        client.delete(b"user:2")
+    exec(compile(example, "README.md", "exec"), {})
+    printed = capsys.readouterr().out.splitlines()
+    promised = [line.split("# ", 1)[1] for line in example.splitlines() if "print(" in line]
+    assert printed == promised

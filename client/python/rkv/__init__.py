@@ -47,7 +47,8 @@ class Client:
         trailing whitespace is not part of the token).
     fabric: "auto" (RDMA when a device exists, else the soft fabric),
         "verbs" or "soft". rdma_device: the verbs device (empty: the first).
-    max_outstanding: operations in flight at once in get_many/put_many.
+    max_outstanding: operations in flight at once in get_many/put_many (the
+        rest wait for a free place; a batch up to this size goes out whole).
     cache_entries: key -> slot entries cached (56 bytes each; 0: none).
 
     Opening connects to the coordinator and fetches the cluster map; servers
