@@ -2,7 +2,8 @@
 # Installs what is missing, builds, and shows rkv at work on this machine:
 # a three-member etcd, two coordinators (one leads, the other stands by)
 # and four storage servers on loopback (soft fabric, regions in files)
-# keeping three copies of every key, YCSB workload A for ten seconds with
+# keeping three copies of every key, a key put and read with kvctl and from
+# Python, YCSB workload A for ten seconds with
 # kvbench, then the primary of the keys' replica group killed with SIGKILL
 # and its region file deleted (a lost disk): the other copies serve, the
 # spare server is copied in, and every record reads back. Last, the leading
@@ -40,6 +41,15 @@ echo
 echo "== kvctl put greeting 'hello, one-sided world'; kvctl get greeting"
 kvctl put greeting "hello, one-sided world"
 kvctl get greeting
+
+echo
+echo "== from Python (the package scripts/build.sh left in build/python; docs/PYTHON.md): get, get_many"
+PYTHONPATH=build/python /usr/bin/python3 - "$coordinators" "$RKV_CLUSTER_DIR/token" <<'PY'
+import sys, rkv
+with rkv.Client(sys.argv[1], token_file=sys.argv[2]) as db:
+    db.put(b"user:1", b"alice")
+    print(db.get(b"greeting"), db.get_many([b"user:1", b"user:2"]))
+PY
 
 echo
 echo "== YCSB workload A (50% reads, 50% updates, zipfian) for 10 s: kvbench, 2 threads x 16 in flight"
