@@ -32,7 +32,9 @@ class CMakeBuild(build_ext):
         ])
         built = os.path.join(build_dir, "python", "rkv", os.path.basename(self.get_ext_filename(ext.name)))
         if not os.path.exists(built):
-            sys.exit(f"setup.py: CMake built no {built}: are python3-dev and pybind11-dev installed?")
+            # RKV_BUILD_DIR's build was configured for another Python.
+            sys.exit(f"setup.py: no {built}: {build_dir} builds the module for another Python "
+                     f"than {sys.executable}")
         target = self.get_ext_fullpath(ext.name)
         os.makedirs(os.path.dirname(target), exist_ok=True)
         shutil.copyfile(built, target)

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "common/monotonic_clock.h"
+
 namespace rkv::client_internal {
 
 OpPtr OpPool::New(OpType type, absl::string_view key, absl::string_view value,
@@ -21,12 +23,12 @@ OpPtr OpPool::New(OpType type, absl::string_view key, absl::string_view value,
   op->retried = false;
   op->needs_fetch = 0;
   op->park_until = absl::InfiniteFuture();
-  op->started = absl::Now();
+  op->started = MonotonicNow();
   return op;
 }
 
 OpPool::Callbacks OpPool::Release(OpPtr op, const absl::Status& status) {
-  stats_.Record(op->type, status, absl::Now() - op->started);
+  stats_.Record(op->type, status, MonotonicNow() - op->started);
   Callbacks callbacks{std::move(op->on_get), std::move(op->on_done)};
   op->on_get = nullptr;
   op->on_done = nullptr;

@@ -30,7 +30,7 @@ struct ClusterOp {
   uint64_t needs_fetch = 0;  // A retry waits for this map fetch to end.
   // Parked while its group reconfigures: failed if it does not serve by then.
   absl::Time park_until = absl::InfiniteFuture();
-  absl::Time started;  // When the caller submitted it.
+  absl::Time started;  // When the caller submitted it (MonotonicNow).
 };
 using OpPtr = std::unique_ptr<ClusterOp>;
 

@@ -10,6 +10,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -149,7 +150,8 @@ py::bytes ToBytes(const std::string& s) { return py::bytes(s.data(), s.size()); 
 class PyClient {
  public:
   PyClient(const std::string& coordinator, const std::optional<std::string>& token,
-           const rkv::ClientOptions& base) {
+           const rkv::ClientOptions& base)
+      : window_(size_t{4} * std::max<uint32_t>(1, base.max_outstanding)) {
     rkv::ClientOptions options = base;
     if (token) options.cluster_token = *token;
     absl::StatusOr<std::unique_ptr<rkv::Client>> client;
@@ -160,6 +162,11 @@ class PyClient {
     if (!client.ok()) throw StatusError{client.status()};
     client_ = std::move(*client);
   }
+  // Also when Python drops an unclosed client: its threads are joined
+  // without the GIL, so that other Python threads run meanwhile.
+  ~PyClient() { Close(); }
+  PyClient(const PyClient&) = delete;
+  PyClient& operator=(const PyClient&) = delete;
 
   std::optional<py::bytes> Get(const py::handle& key) {
     std::optional<std::string> value = GetString(key);
@@ -171,7 +178,9 @@ class PyClient {
     std::optional<std::string> value = GetString(key);
     if (!value) return std::nullopt;
     py::object holder = py::cast(Value{std::move(*value)});
-    return py::reinterpret_steal<py::object>(PyMemoryView_FromObject(holder.ptr()));
+    PyObject* view = PyMemoryView_FromObject(holder.ptr());
+    if (view == nullptr) throw py::error_already_set();
+    return py::reinterpret_steal<py::object>(view);
   }
 
   void Put(const py::handle& key, const py::handle& value) {
@@ -195,47 +204,45 @@ class PyClient {
     return true;
   }
 
-  py::list GetMany(const py::iterable& keys) {
+  py::list GetMany(const py::object& keys) {
+    RefuseOneKey(keys, "get_many takes an iterable of keys");
     std::vector<Bytes> k;
     for (py::handle key : keys) k.emplace_back(key);
-    std::vector<absl::StatusOr<std::string>> results(k.size(), absl::InternalError("not run"));
-    Run([&](rkv::Client& c) {
-      for (size_t i = 0; i < k.size(); ++i) {
-        c.GetAsync(k[i].view(),
-                   [&results, i](absl::StatusOr<std::string> v) { results[i] = std::move(v); });
-      }
-      Drain(c);
-    });
-    py::list out(results.size());
-    for (size_t i = 0; i < results.size(); ++i) {
-      if (results[i].ok()) {
-        out[i] = ToBytes(*results[i]);
-      } else if (absl::IsNotFound(results[i].status())) {
+    auto results = Batch<absl::StatusOr<std::string>>(
+        k.size(), [&](rkv::Client& c, size_t i, rkv::Client::GetCallback done) {
+          c.GetAsync(k[i].view(), std::move(done));
+        });
+    py::list out(results->size());
+    for (size_t i = 0; i < results->size(); ++i) {
+      const absl::StatusOr<std::string>& r = (*results)[i];
+      if (r.ok()) {
+        out[i] = ToBytes(*r);
+      } else if (absl::IsNotFound(r.status())) {
         out[i] = py::none();
       } else {
-        throw StatusError{results[i].status()};
+        throw StatusError{r.status()};
       }
     }
     return out;
   }
 
   void PutMany(const py::object& items) {
+    RefuseOneKey(items, "put_many takes a mapping or an iterable of (key, value) pairs");
     py::object pairs = py::hasattr(items, "items") ? items.attr("items")() : items;
     std::vector<std::pair<Bytes, Bytes>> kv;
     for (py::handle item : pairs) {
-      py::tuple pair = py::reinterpret_borrow<py::object>(item).cast<py::tuple>();
+      if (!py::isinstance<py::tuple>(item) && !py::isinstance<py::list>(item)) {
+        throw py::type_error("rkv: put_many takes (key, value) pairs (tuples or lists)");
+      }
+      auto pair = py::reinterpret_borrow<py::sequence>(item);
       if (pair.size() != 2) throw py::value_error("rkv: put_many takes (key, value) pairs");
       kv.emplace_back(Bytes(pair[0]), Bytes(pair[1]));
     }
-    std::vector<absl::Status> results(kv.size(), absl::InternalError("not run"));
-    Run([&](rkv::Client& c) {
-      for (size_t i = 0; i < kv.size(); ++i) {
-        c.PutAsync(kv[i].first.view(), kv[i].second.view(),
-                   [&results, i](absl::Status s) { results[i] = std::move(s); });
-      }
-      Drain(c);
-    });
-    for (absl::Status& s : results) Check(std::move(s), true);
+    auto results = Batch<absl::Status>(
+        kv.size(), [&](rkv::Client& c, size_t i, rkv::Client::DoneCallback done) {
+          c.PutAsync(kv[i].first.view(), kv[i].second.view(), std::move(done));
+        });
+    for (absl::Status& s : *results) Check(std::move(s), true);
   }
 
   py::dict Stats() {
@@ -275,13 +282,9 @@ class PyClient {
   }
 
   void Close() {
-    std::unique_ptr<rkv::Client> client;
-    {
-      py::gil_scoped_release release;
-      std::lock_guard<std::mutex> lock(mu_);
-      client = std::move(client_);
-      client.reset();  // Joins the client's threads: not with the GIL held.
-    }
+    py::gil_scoped_release release;  // Closing joins the client's threads.
+    std::lock_guard<std::mutex> lock(mu_);
+    client_.reset();
   }
 
   bool closed() {
@@ -307,10 +310,9 @@ class PyClient {
   auto Run(Fn&& fn) -> std::invoke_result_t<Fn, rkv::Client&> {
     py::gil_scoped_release release;
     std::lock_guard<std::mutex> lock(mu_);
-    if (client_ == nullptr) {
-      py::gil_scoped_acquire acquire;
-      throw py::value_error("rkv: the client is closed");
-    }
+    // Thrown without the GIL: the exception holds a C++ string only, and
+    // becomes a Python one once the GIL is back.
+    if (client_ == nullptr) throw py::value_error("rkv: the client is closed");
     return fn(*client_);
   }
 
@@ -318,6 +320,39 @@ class PyClient {
     while (c.in_flight() > 0) c.Poll(absl::Seconds(1));
   }
 
+  // Starts operation i of n with submit(client, i, callback) and waits for
+  // all, handing the client at most window_ at a time (the rest of a large
+  // batch waits here, not as copies queued in the client). The results are
+  // shared with the callbacks, so that an exception midway (out of memory)
+  // leaves no callback to write into a frame that is gone; what was started
+  // is drained before it goes on.
+  template <typename Result, typename Submit>
+  std::shared_ptr<std::vector<Result>> Batch(size_t n, Submit&& submit) {
+    auto results = std::make_shared<std::vector<Result>>(n, Result(absl::InternalError("not run")));
+    Run([&](rkv::Client& c) {
+      try {
+        for (size_t i = 0; i < n; ++i) {
+          while (c.in_flight() >= window_) c.Poll(absl::Seconds(1));
+          submit(c, i, [results, i](Result r) { (*results)[i] = std::move(r); });
+        }
+      } catch (...) {
+        Drain(c);
+        throw;
+      }
+      Drain(c);
+    });
+    return results;
+  }
+
+  // A str or a buffer is one key, not an iterable of them (a str would
+  // iterate its characters).
+  static void RefuseOneKey(const py::object& o, const char* what) {
+    if (py::isinstance<py::str>(o) || PyObject_CheckBuffer(o.ptr())) {
+      throw py::type_error(absl::StrCat("rkv: ", what, ", not a single str or bytes-like object"));
+    }
+  }
+
+  size_t window_;  // Operations a batch hands the client at once.
   std::mutex mu_;
   std::unique_ptr<rkv::Client> client_;  // Null once closed.
 };
@@ -353,7 +388,7 @@ PYBIND11_MODULE(_rkv, m) {
       py::make_tuple(exceptions->error, py::module_::import("builtins").attr("TimeoutError")),
       "The coordinator did not answer in time.");
 
-  py::register_exception_translator([](std::exception_ptr p) {
+  py::register_local_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const StatusError& e) {

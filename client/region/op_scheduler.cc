@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "client/protocol/outcome.h"
+#include "common/monotonic_clock.h"
 
 namespace rkv::client_internal {
 
@@ -23,7 +24,7 @@ void OpScheduler::Submit(OpType type, absl::string_view key, absl::string_view v
     idle_ops_.pop_back();
   }
   op->Reset(type, key, value);
-  queued_.push_back({std::move(op), std::move(on_get), std::move(on_done), type, absl::Now()});
+  queued_.push_back({std::move(op), std::move(on_get), std::move(on_done), type, MonotonicNow()});
 }
 
 void OpScheduler::StartWaiting() {
@@ -82,7 +83,7 @@ void OpScheduler::Complete(size_t i) {
   Client::GetCallback on_get = std::exchange(p.on_get, nullptr);
   Client::DoneCallback on_done = std::exchange(p.on_done, nullptr);
   absl::Status status = op.status();
-  stats_.Record(p.type, status, absl::Now() - p.started);
+  stats_.Record(p.type, status, MonotonicNow() - p.started);
   std::string result = std::move(op.result());
   const bool tail = op.has_tail();
   if (tail) {
@@ -113,7 +114,7 @@ void OpScheduler::TailLanded(size_t i) {
 
 void OpScheduler::Finish(PendingOp& p, absl::Status status) {
   if (p.op != nullptr && p.op->posted_cas()) status = WithUnknownOutcome(std::move(status));
-  stats_.Record(p.type, status, absl::Now() - p.started);
+  stats_.Record(p.type, status, MonotonicNow() - p.started);
   if (p.on_get) p.on_get(status);
   if (p.on_done) p.on_done(status);
 }

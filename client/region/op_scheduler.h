@@ -44,7 +44,7 @@ struct PendingOp {
   Client::GetCallback on_get;
   Client::DoneCallback on_done;
   OpType type = OpType::kGet;
-  absl::Time started;  // When the caller submitted it.
+  absl::Time started;  // When the caller submitted it (MonotonicNow).
   // Completions the posted round still waits for: one per copy it went to.
   uint32_t waiting = 0;
   // The operation is done and its callback has run; what is in flight is

@@ -7,7 +7,7 @@
         print(db.get_many([b"user:1", b"user:2"]))  # [b'alice', None]
 
 Keys and values are bytes-like objects (bytes, bytearray, memoryview, a
-NumPy array: read in place, never copied into a bytes object first) or str
+NumPy array: read in place, not copied into a bytes object first) or str
 (sent as UTF-8); what comes back is bytes. A miss is None (get) or False
 (delete, insert), as in redis-py; a failure raises rkv.Error or one of its
 subclasses. rkv.Unavailable means a write's outcome is unknown.
@@ -47,8 +47,9 @@ class Client:
         trailing whitespace is not part of the token).
     fabric: "auto" (RDMA when a device exists, else the soft fabric),
         "verbs" or "soft". rdma_device: the verbs device (empty: the first).
-    max_outstanding: operations in flight at once in get_many/put_many (the
-        rest wait for a free place; a batch up to this size goes out whole).
+    max_outstanding: operations in flight at once per server (the rest wait
+        for a place); get_many/put_many hand the client 4 times as many at
+        a time.
     cache_entries: key -> slot entries cached (56 bytes each; 0: none).
 
     Opening connects to the coordinator and fetches the cluster map; servers
@@ -87,9 +88,10 @@ class Client:
         return self._client.delete(key)
 
     def get_many(self, keys):
-        """The values of `keys`, in order (None for each absent one). All
-        are in flight at once (up to max_outstanding), their reads posted
-        together, one doorbell per server. Raises the first failure."""
+        """The values of `keys`, in order (None for each absent one). They
+        are in flight together (up to max_outstanding per server), their
+        reads posted under one doorbell per server. Raises the first
+        failure."""
         return self._client.get_many(keys)
 
     def put_many(self, items):
