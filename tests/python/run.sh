@@ -26,7 +26,7 @@ trap cleanup EXIT
 # Debian's packages (setuptools, wheel, pytest), from this build's module.
 venv="$RKV_CLUSTER_DIR/venv"
 "$python" -m venv --system-site-packages "$venv"
-RKV_BUILD_DIR="$build" "$venv/bin/pip" install --quiet --no-build-isolation --no-deps \
+RKV_BUILD_DIR="$build" "$venv/bin/pip" install --quiet --no-build-isolation --no-deps --no-index \
   --disable-pip-version-check . >"$RKV_CLUSTER_DIR/pip.log" 2>&1 ||
   { cat "$RKV_CLUSTER_DIR/pip.log" >&2; echo "run.sh: pip install . failed" >&2; exit 1; }
 # Imported from the virtualenv, not from the checkout.
