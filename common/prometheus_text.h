@@ -47,6 +47,17 @@ class PrometheusText {
   // A sample of the family begun last (integers print exactly).
   void Sample(uint64_t value, const Labels& labels = {});
   void Sample(double value, const Labels& labels = {});
+  // A family of one sample without labels.
+  void Single(absl::string_view name, absl::string_view type, absl::string_view help,
+              uint64_t value) {
+    Family(name, type, help);
+    Sample(value);
+  }
+  void Single(absl::string_view name, absl::string_view type, absl::string_view help,
+              double value) {
+    Family(name, type, help);
+    Sample(value);
+  }
   // A whole histogram family: its _bucket, _sum and _count samples.
   void Histogram(absl::string_view name, absl::string_view help, const MetricHistogram& h);
 

@@ -34,25 +34,24 @@ void CountByState(PrometheusText& m, absl::string_view name, absl::string_view h
 
 std::string RenderCoordinatorMetrics(const CoordinatorService::Snapshot& snap) {
   PrometheusText m;
-  m.Family("rkv_coordinator_leading", "gauge",
-           "1 while this kvcoord leads (renews leases and orders reconfigurations).");
-  m.Sample(uint64_t{snap.leading ? 1u : 0u});
-  m.Family("rkv_coordinator_map_epoch", "gauge",
-           "The cluster map's epoch: it grows with every stored change.");
-  m.Sample(snap.map.epoch());
+  m.Single("rkv_coordinator_leading", "gauge",
+           "1 while this kvcoord leads (renews leases and orders reconfigurations).",
+           uint64_t{snap.leading ? 1u : 0u});
+  m.Single("rkv_coordinator_map_epoch", "gauge",
+           "The cluster map's epoch: it grows with every stored change.", snap.map.epoch());
   CountByState(m, "rkv_coordinator_servers", "kvservers in the cluster map, by state.",
                *proto::ServerState_descriptor(), snap.map.servers());
   CountByState(m, "rkv_coordinator_groups", "Replica groups, by state.",
                *proto::GroupState_descriptor(), snap.map.groups());
-  m.Family("rkv_coordinator_state_writes_total", "counter",
-           "Changes of the cluster's state this kvcoord stored (etcd, or its state file).");
-  m.Sample(snap.commits);
-  m.Family("rkv_coordinator_state_write_failures_total", "counter",
-           "Changes the store refused (undone): etcd without a quorum, a full disk.");
-  m.Sample(snap.commit_failures);
-  m.Family("rkv_coordinator_reconfigurations_total", "counter",
-           "Replica groups that began to reconfigure while this kvcoord led.");
-  m.Sample(snap.reconfigurations);
+  m.Single("rkv_coordinator_state_writes_total", "counter",
+           "Changes of the cluster's state this kvcoord stored (etcd, or its state file).",
+           snap.commits);
+  m.Single("rkv_coordinator_state_write_failures_total", "counter",
+           "Changes the store refused (undone): etcd without a quorum, a full disk.",
+           snap.commit_failures);
+  m.Single("rkv_coordinator_reconfigurations_total", "counter",
+           "Replica groups that began to reconfigure while this kvcoord led.",
+           snap.reconfigurations);
   m.Histogram("rkv_coordinator_reconfiguration_duration_seconds",
               "From a group's reconfiguration to its serving again (fences, settle, push); "
               "its keys wait meanwhile.",

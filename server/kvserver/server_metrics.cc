@@ -9,12 +9,11 @@ namespace rkv::server {
 std::string RenderServerMetrics(const proto::RegionStats& s, const MemberAgent::Counters& c,
                                 const fabric::ListenerCounters& f, absl::string_view fabric_kind) {
   PrometheusText m;
-  m.Family("rkv_server_index_slots", "gauge", "Slots of the region's hash index.");
-  m.Sample(s.slots_total());
-  m.Family("rkv_server_index_slots_used", "gauge", "Slots of the index that name a record.");
-  m.Sample(s.slots_used());
-  m.Family("rkv_server_index_load_factor", "gauge", "Slots used over slots (RACE fills to ~0.9).");
-  m.Sample(s.slots_total() == 0
+  m.Single("rkv_server_index_slots", "gauge", "Slots of the region's hash index.", s.slots_total());
+  m.Single("rkv_server_index_slots_used", "gauge", "Slots of the index that name a record.",
+           s.slots_used());
+  m.Single("rkv_server_index_load_factor", "gauge", "Slots used over slots (RACE fills to ~0.9).",
+           s.slots_total() == 0
                ? 0.0
                : static_cast<double>(s.slots_used()) / static_cast<double>(s.slots_total()));
   // The heap, by what holds each byte; the four add up to its size. The
@@ -30,26 +29,25 @@ std::string RenderServerMetrics(const proto::RegionStats& s, const MemberAgent::
   m.Sample(pooled, {{"state", "pooled"}});
   m.Sample(used - live - pooled, {{"state", "held"}});
   m.Sample(s.heap_bytes() - used, {{"state", "unallocated"}});
-  m.Family("rkv_server_heap_pool_counted_in_part", "gauge",
-           "1 when the last count walked only part of the free pool.");
-  m.Sample(uint64_t{s.heap_pool_partial() ? 1u : 0u});
-  m.Family("rkv_server_client_sessions", "gauge", "Client sessions holding a lease here.");
-  m.Sample(uint64_t{s.client_sessions()});
-  m.Family("rkv_server_client_sessions_fenced_total", "counter",
-           "Client sessions fenced: their connections closed, or their lease lapsed.");
-  m.Sample(s.client_sessions_fenced());
-  m.Family("rkv_server_heap_reclaimed_bytes_total", "counter",
-           "Heap that fenced client sessions held, back in the free pool (the heap census).");
-  m.Sample(s.heap_reclaimed());
-  m.Family("rkv_server_lease_renewals_total", "counter",
-           "Heartbeats to the coordinator that renewed this server's lease.");
-  m.Sample(c.renewals);
-  m.Family("rkv_server_lease_renewal_failures_total", "counter",
-           "Heartbeats or registrations that failed (the coordinator unreachable or refusing).");
-  m.Sample(c.renewal_failures);
-  m.Family("rkv_server_fences_total", "counter",
-           "Fences of this server's region (a new rkey): reconfigurations and lost leases.");
-  m.Sample(c.fences);
+  m.Single("rkv_server_heap_pool_counted_in_part", "gauge",
+           "1 when the last count walked only part of the free pool.",
+           uint64_t{s.heap_pool_partial() ? 1u : 0u});
+  m.Single("rkv_server_client_sessions", "gauge", "Client sessions holding a lease here.",
+           uint64_t{s.client_sessions()});
+  m.Single("rkv_server_client_sessions_fenced_total", "counter",
+           "Client sessions fenced: their connections closed, or their lease lapsed.",
+           s.client_sessions_fenced());
+  m.Single("rkv_server_heap_reclaimed_bytes_total", "counter",
+           "Heap that fenced client sessions held, back in the free pool (the heap census).",
+           s.heap_reclaimed());
+  m.Single("rkv_server_lease_renewals_total", "counter",
+           "Heartbeats to the coordinator that renewed this server's lease.", c.renewals);
+  m.Single("rkv_server_lease_renewal_failures_total", "counter",
+           "Heartbeats or registrations that failed (the coordinator unreachable or refusing).",
+           c.renewal_failures);
+  m.Single("rkv_server_fences_total", "counter",
+           "Fences of this server's region (a new rkey): reconfigurations and lost leases.",
+           c.fences);
   // Pushes this server made as a replica group's primary: in a
   // reconfiguration (the group paused), or a live copy to a spare.
   const char* kinds[] = {"reconfiguration", "live_copy"};
