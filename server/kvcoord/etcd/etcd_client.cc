@@ -435,7 +435,7 @@ std::vector<MemberStatus> EtcdClient::Status() {
 // cancels the stream when that fails, which is how a member that hangs
 // (its process stopped, its host gone without closing connections) is
 // left within about two call_timeouts.
-struct Watch::Impl {
+struct StreamWatch::Impl {
   using Callback = std::function<void(const std::optional<KeyValue>&, int64_t)>;
 
   Impl(std::shared_ptr<EtcdClient::Impl> client, std::string key, int64_t from, Callback on_change)
@@ -647,14 +647,13 @@ struct Watch::Impl {
   std::thread prober_;
 };
 
-Watch::Watch(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-Watch::~Watch() = default;
+StreamWatch::StreamWatch(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+StreamWatch::~StreamWatch() = default;
 
-std::unique_ptr<Watch> EtcdClient::WatchKey(
-    const std::string& key, int64_t from,
-    std::function<void(const std::optional<KeyValue>& kv, int64_t revision)> on_change) {
+std::unique_ptr<Watch> EtcdClient::WatchKey(const std::string& key, int64_t from,
+                                            WatchCallback on_change) {
   return absl::WrapUnique(
-      new Watch(std::make_unique<Watch::Impl>(impl_, key, from, std::move(on_change))));
+      new StreamWatch(std::make_unique<StreamWatch::Impl>(impl_, key, from, std::move(on_change))));
 }
 
 }  // namespace rkv::server::etcd

@@ -35,44 +35,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "server/kvcoord/etcd/kv_store.h"
 
 namespace rkv::server::etcd {
-
-struct KeyValue {
-  std::string key;
-  std::string value;
-  int64_t create_revision = 0;
-  int64_t mod_revision = 0;
-};
-
-// One condition of a transaction.
-struct Compare {
-  enum class Target { kModRevision, kCreateRevision, kValue };
-  std::string key;
-  Target target = Target::kModRevision;
-  // kModRevision, kCreateRevision: equal to this (0: the key does not exist).
-  int64_t revision = 0;
-  // kValue: equal to this.
-  std::string value;
-};
-
-struct TxnResult {
-  bool succeeded = false;
-  // The store's revision after the transaction (the revision of its puts
-  // when it succeeded).
-  int64_t revision = 0;
-};
-
-// How one member answered a status call.
-struct MemberStatus {
-  std::string endpoint;
-  absl::Status status;  // Not OK: unreachable, or it answered with an error.
-  uint64_t member_id = 0;
-  uint64_t leader_id = 0;  // 0: the member knows no leader.
-  uint64_t raft_term = 0;
-  int64_t db_size = 0;
-  bool is_leader() const { return status.ok() && member_id != 0 && member_id == leader_id; }
-};
 
 struct EtcdOptions {
   // host:port of every member's client URL.
@@ -89,10 +54,10 @@ struct EtcdOptions {
   std::string key_file;
 };
 
-class Watch;
+class StreamWatch;
 
 // Thread-safe.
-class EtcdClient {
+class EtcdClient final : public KvStore {
  public:
   // Fails on an empty endpoint list, a timeout that is not positive, or
   // unreadable TLS files; waits for no member (it connects in the
@@ -100,11 +65,12 @@ class EtcdClient {
   static absl::StatusOr<std::unique_ptr<EtcdClient>> Create(EtcdOptions options);
   // Takes up to 0.2 s to stop the thread that keeps the connections, which
   // the client's watches share: the last of them to go does that.
-  ~EtcdClient();
+  ~EtcdClient() override;
 
   // The key's value, or nullopt when it does not exist; `revision`, if not
   // null, gets the store's revision at the read.
-  absl::StatusOr<std::optional<KeyValue>> Get(const std::string& key, int64_t* revision = nullptr);
+  absl::StatusOr<std::optional<KeyValue>> Get(const std::string& key,
+                                              int64_t* revision = nullptr) override;
   // If every compare holds, puts every (key, value) and deletes every key
   // of `deletes`; otherwise changes nothing. UNAVAILABLE: it surely did
   // not take effect (no member took it). DEADLINE_EXCEEDED: unknown whether
@@ -114,7 +80,7 @@ class EtcdClient {
   // `deletes`.
   absl::StatusOr<TxnResult> Txn(const std::vector<Compare>& compares,
                                 const std::vector<std::pair<std::string, std::string>>& puts,
-                                const std::vector<std::string>& deletes = {});
+                                const std::vector<std::string>& deletes = {}) override;
   // Follows `key` from revision `from` (0: from now) on a thread of its own,
   // calling `on_change` with the key's new value (nullopt: deleted) for
   // every change, in order, each exactly once; it moves to another member
@@ -128,12 +94,11 @@ class EtcdClient {
   // connections open, and etcd's default --grpc-keepalive-min-time (5 s)
   // forbids the gRPC pings that would find out sooner. Destroying the
   // Watch stops it, not from `on_change`. The Watch may outlive the client.
-  std::unique_ptr<Watch> WatchKey(
-      const std::string& key, int64_t from,
-      std::function<void(const std::optional<KeyValue>& kv, int64_t revision)> on_change);
+  std::unique_ptr<Watch> WatchKey(const std::string& key, int64_t from,
+                                  WatchCallback on_change) override;
   // Every member's status, in the order of `endpoints`, asked in parallel,
   // each within call_timeout.
-  std::vector<MemberStatus> Status();
+  std::vector<MemberStatus> Status() override;
 
   const EtcdOptions& options() const { return options_; }
 
@@ -143,17 +108,18 @@ class EtcdClient {
   EtcdOptions options_;
   // Shared with the watches, which use its channels.
   std::shared_ptr<Impl> impl_;
-  friend class Watch;
+  friend class StreamWatch;
 };
 
-class Watch {
+// EtcdClient's watch: a stream of its own.
+class StreamWatch final : public Watch {
  public:
-  ~Watch();  // Stops the stream and joins its thread; prompt.
+  ~StreamWatch() override;  // Stops the stream and joins its thread; prompt.
 
  private:
   friend class EtcdClient;
   struct Impl;
-  explicit Watch(std::unique_ptr<Impl> impl);
+  explicit StreamWatch(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 
