@@ -1,5 +1,6 @@
 #include "server/kvcoord/etcd_state_store.h"
 
+#include <algorithm>
 #include <random>
 #include <utility>
 #include <vector>
@@ -7,7 +8,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/logging.h"
-#include "common/monotonic_clock.h"
 
 namespace rkv::server {
 namespace {
@@ -32,9 +32,10 @@ std::optional<proto::ClusterMap> ParseState(const std::optional<etcd::KeyValue>&
 
 }  // namespace
 
-EtcdStateStore::EtcdStateStore(std::unique_ptr<etcd::EtcdClient> client, EtcdStoreOptions options)
+EtcdStateStore::EtcdStateStore(std::unique_ptr<etcd::KvStore> client, EtcdStoreOptions options)
     : client_(std::move(client)),
       options_(std::move(options)),
+      clock_(OrMonotonic(options_.clock)),
       leader_key_(options_.prefix + "/leader"),
       state_key_(options_.prefix + "/state"),
       refresh_every_(RefreshEvery(options_.lease)),
@@ -47,8 +48,9 @@ absl::Status EtcdStateStore::Start(Listener& listener) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     resync_ = true;  // Read etcd first.
+    started_ = true;
   }
-  thread_ = std::thread([this] { Run(); });
+  if (options_.own_thread) thread_ = std::thread([this] { Run(); });
   return absl::OkStatus();
 }
 
@@ -57,7 +59,7 @@ void EtcdStateStore::Stop() {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return;
     stopping_ = true;
-    wake_.notify_all();
+    WakeLocked();
   }
   if (thread_.joinable()) thread_.join();
   leader_watch_.reset();
@@ -79,43 +81,100 @@ void EtcdStateStore::Stop() {
   }
 }
 
+const char* EtcdStateStore::ActionName(Action action) {
+  switch (action) {
+    case Action::kNone:
+      return "none";
+    case Action::kResync:
+      return "resync";
+    case Action::kRefresh:
+      return "refresh";
+    case Action::kTakeOver:
+      return "take over";
+  }
+  return "?";
+}
+
+EtcdStateStore::Action EtcdStateStore::Due(absl::Time* next) {
+  absl::Time unused;
+  if (next == nullptr) next = &unused;
+  *next = absl::InfiniteFuture();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!started_ || stopping_) return Action::kNone;
+  const absl::Time now = clock_();
+  if (resync_) {
+    // Not read (etcd unreachable): again soon.
+    if (now < retry_at_) {
+      *next = retry_at_;
+      return Action::kNone;
+    }
+    return Action::kResync;
+  }
+  if (leading_) {
+    *next = last_write_ + refresh_every_;
+    if (now < *next) return Action::kNone;
+    *next = absl::InfiniteFuture();
+    return Action::kRefresh;
+  }
+  // A key that is gone is taken at once; a leader is given takeover_after
+  // of silence. Lost the race, or etcd did not answer: not again at once.
+  *next =
+      std::max(retry_at_, seen_value_.empty() ? absl::InfinitePast() : seen_at_ + takeover_after_);
+  if (now < *next) return Action::kNone;
+  *next = absl::InfiniteFuture();
+  return Action::kTakeOver;
+}
+
+void EtcdStateStore::Do(Action action) {
+  switch (action) {
+    case Action::kNone:
+      return;
+    case Action::kResync: {
+      Resync();
+      std::lock_guard<std::mutex> lock(mu_);
+      if (resync_) retry_at_ = clock_() + refresh_every_;
+      return;
+    }
+    case Action::kRefresh:
+      Refresh();
+      return;
+    case Action::kTakeOver: {
+      TryLead(/*own=*/false);
+      std::lock_guard<std::mutex> lock(mu_);
+      last_write_ = clock_();
+      if (!leading_) retry_at_ = clock_() + refresh_every_;
+      return;
+    }
+  }
+}
+
 void EtcdStateStore::Run() {
-  absl::Time last_write = absl::InfinitePast();
   for (;;) {
+    absl::Time next;
+    const Action action = Due(&next);
+    if (action != Action::kNone) {
+      Do(action);
+      continue;
+    }
     std::unique_lock<std::mutex> lock(mu_);
     if (stopping_) return;
-    if (resync_) {
-      lock.unlock();
-      Resync();
-      lock.lock();
-      // Not read (etcd unreachable): again soon.
-      if (resync_) wake_.wait_for(lock, absl::ToChronoMilliseconds(refresh_every_));
+    // Woken between Due and here: look again at once.
+    if (woken_) {
+      woken_ = false;
       continue;
     }
-    if (leading_) {
-      const absl::Time next = last_write + refresh_every_;
-      if (MonotonicNow() < next) {
-        wake_.wait_for(lock, absl::ToChronoMilliseconds(next - MonotonicNow()));
-        continue;
-      }
-      last_write = MonotonicNow();
-      lock.unlock();
-      Refresh();
-      continue;
-    }
-    const absl::Time takeover =
-        seen_value_.empty() ? absl::InfinitePast() : seen_at_ + takeover_after_;
-    if (MonotonicNow() < takeover) {
-      wake_.wait_for(lock, absl::ToChronoMilliseconds(takeover - MonotonicNow()));
-      continue;
-    }
-    lock.unlock();
-    TryLead(/*own=*/false);
-    lock.lock();
-    last_write = MonotonicNow();
-    // Lost the race, or etcd did not answer: not again at once.
-    if (!leading_ && !stopping_) wake_.wait_for(lock, absl::ToChronoMilliseconds(refresh_every_));
+    // `next` is on the store's clock, which need not be the one the
+    // condition variable waits on: never more than a refresh, after which
+    // Due looks again.
+    const absl::Duration wait = std::clamp(next - clock_(), absl::ZeroDuration(), refresh_every_);
+    wake_.wait_for(lock, absl::ToChronoNanoseconds(wait), [this] { return stopping_ || woken_; });
+    woken_ = false;
   }
+}
+
+void EtcdStateStore::WakeLocked() {
+  woken_ = true;
+  wake_.notify_all();
 }
 
 void EtcdStateStore::ExtendLocked(absl::Time sent) {
@@ -130,7 +189,9 @@ void EtcdStateStore::TryLead(bool own) {
     // The revision and the silence since it are taken together: a write
     // seen after Run decided to take over puts the takeover off.
     std::lock_guard<std::mutex> lock(mu_);
-    if (!own && !seen_value_.empty() && MonotonicNow() < seen_at_ + takeover_after_) return;
+    // Decided before this store led again or found it must read etcd.
+    if (!own && (leading_ || resync_ || stopping_)) return;
+    if (!own && !seen_value_.empty() && clock_() < seen_at_ + takeover_after_) return;
     expected = seen_value_.empty() ? 0 : seen_rev_;
   }
   std::random_device rd;
@@ -165,7 +226,7 @@ void EtcdStateStore::TryLead(bool own) {
   state.set_term(state.term() + 1);
   std::string bytes;
   state.SerializeToString(&bytes);
-  const absl::Time sent = MonotonicNow();
+  const absl::Time sent = clock_();
   r = client_->Txn({Unchanged(leader_key_, lead_rev),
                     Unchanged(state_key_, stored->has_value() ? (*stored)->mod_revision : 0)},
                    {{leader_key_, value}, {state_key_, bytes}});
@@ -202,8 +263,9 @@ void EtcdStateStore::Refresh() {
     if (!leading_) return;
     expected = my_rev_;
     value = my_value_;
+    last_write_ = clock_();
   }
-  const absl::Time sent = MonotonicNow();
+  const absl::Time sent = clock_();
   absl::StatusOr<etcd::TxnResult> r =
       client_->Txn({Unchanged(leader_key_, expected)}, {{leader_key_, value}});
   std::lock_guard<std::mutex> lock(mu_);
@@ -265,8 +327,11 @@ void EtcdStateStore::OnLeaderKey(const std::optional<etcd::KeyValue>& kv) {
   std::lock_guard<std::mutex> lock(mu_);
   seen_value_ = kv.has_value() ? kv->value : "";
   seen_rev_ = kv.has_value() ? kv->mod_revision : 0;
-  seen_at_ = MonotonicNow();
-  wake_.notify_all();  // Gone: a standby takes over at once.
+  seen_at_ = clock_();
+  // A change: a takeover or resync put off by a failure is tried again
+  // now (a key gone is taken at once).
+  retry_at_ = absl::InfinitePast();
+  WakeLocked();
 }
 
 void EtcdStateStore::OnStateKey(const std::optional<etcd::KeyValue>& kv) {
@@ -298,7 +363,7 @@ absl::Status EtcdStateStore::Commit(const proto::ClusterMap& state) {
   }
   std::string bytes;
   state.SerializeToString(&bytes);
-  const absl::Time sent = MonotonicNow();
+  const absl::Time sent = clock_();
   absl::StatusOr<etcd::TxnResult> r =
       client_->Txn({Unchanged(leader_key_, leader_rev), Unchanged(state_key_, state_rev)},
                    {{leader_key_, value}, {state_key_, bytes}});
@@ -318,7 +383,7 @@ absl::Status EtcdStateStore::Commit(const proto::ClusterMap& state) {
   leading_ = false;
   announced_ = false;
   resync_ = true;
-  wake_.notify_all();
+  WakeLocked();
   if (r.ok()) return absl::FailedPreconditionError("another coordinator leads");
   return absl::UnavailableError(absl::StrCat("etcd: ", r.status().message()));
 }
@@ -334,8 +399,8 @@ bool EtcdStateStore::Current() const {
   // its key every refresh_every, so a standby that saw nothing for a lease
   // is cut off from etcd (or no one leads) and its map may be old.
   std::lock_guard<std::mutex> lock(mu_);
-  if (announced_) return MonotonicNow() < renew_until_;
-  return MonotonicNow() < seen_at_ + options_.lease;
+  if (announced_) return clock_() < renew_until_;
+  return clock_() < seen_at_ + options_.lease;
 }
 
 std::string EtcdStateStore::LeaderAddress() const {

@@ -24,6 +24,18 @@
 // changed it since), and refreshes the leadership as it goes. On taking
 // over, a coordinator stores the state again under the next term, which
 // servers use to refuse a deposed leader.
+//
+// A core and a shell. Every decision — when to read etcd again, refresh,
+// try to take over, what a watch event or a refused commit changes, what
+// Commit checks — is in the core: Due() says, by the store's clock, which
+// action is due (or when one may be), and Do() carries it out, through the
+// etcd::KvStore it was given. The shell is a thread that calls them in
+// turn and sleeps in between, woken by watch events. The deterministic
+// simulation (tests/server/kvcoord/etcd_state_store_sim_test.cc) is
+// another driver: it runs several stores in one thread over a simulated
+// etcd and clock, and may deliver watch events, commit, or let other
+// stores act between a Due() and its Do(), as threads would interleave —
+// so each action checks again what it was decided on.
 #ifndef RKV_SERVER_KVCOORD_ETCD_STATE_STORE_H_
 #define RKV_SERVER_KVCOORD_ETCD_STATE_STORE_H_
 
@@ -34,7 +46,8 @@
 #include <string>
 #include <thread>
 
-#include "server/kvcoord/etcd/etcd_client.h"
+#include "common/monotonic_clock.h"
+#include "server/kvcoord/etcd/kv_store.h"
 #include "server/kvcoord/state_store.h"
 
 namespace rkv::server {
@@ -50,11 +63,22 @@ struct EtcdStoreOptions {
   // The state to start from when etcd holds none for the prefix (a
   // one-process coordinator's state file moved in); epoch 0: none.
   proto::ClusterMap import;
+  // The monotonic clock every time of the leadership is read on: when the
+  // leader key was seen, when to refresh and take over, and the
+  // leadership()'s deadlines, which a coordinator must compare with this
+  // same clock's now. Empty: the machine's monotonic clock. Coordinators'
+  // clocks may run at different rates, as long as a time one measures as
+  // d no other measures as less than 0.9 d (Margin below): rates within
+  // ±5 % of each other's mean, say.
+  Clock clock;
+  // Start runs the shell's thread. False: the caller drives the core
+  // (Due, Do) itself, as the deterministic simulation does.
+  bool own_thread = true;
 };
 
 class EtcdStateStore final : public StateStore {
  public:
-  EtcdStateStore(std::unique_ptr<etcd::EtcdClient> client, EtcdStoreOptions options);
+  EtcdStateStore(std::unique_ptr<etcd::KvStore> client, EtcdStoreOptions options);
   ~EtcdStateStore() override;
 
   absl::Status Start(Listener& listener) override;
@@ -64,6 +88,23 @@ class EtcdStateStore final : public StateStore {
   bool Current() const override;
   std::string LeaderAddress() const override;
   StoreDescription Describe() const override;
+
+  // What the core asks its driver to do.
+  enum class Action {
+    kNone,
+    kResync,    // Read the leader key and the state, and follow or lead.
+    kRefresh,   // Rewrite the leader key (it leads).
+    kTakeOver,  // Write the leader key as last seen, and lead.
+  };
+  // The action due now by the store's clock; kNone before Start, after
+  // Stop, or when none is, and then `*next` (if not null) is when one may
+  // be — earlier if a watch event or a refused commit comes first, so a
+  // driver also asks again after those.
+  Action Due(absl::Time* next = nullptr);
+  // Carries `action` out (after Due returned it, at once or later: each
+  // action checks again under the store's lock what it depends on).
+  void Do(Action action);
+  static const char* ActionName(Action action);
 
   // The leadership's timing (see the file comment).
   static absl::Duration RefreshEvery(absl::Duration lease) { return lease / 15; }
@@ -76,7 +117,10 @@ class EtcdStateStore final : public StateStore {
   // server's try of one coordinator): orders stop this much earlier.
   static absl::Duration InFlight(absl::Duration lease) { return lease / 12; }
 
+  // The shell: Due and Do in turn, waiting in between.
   void Run();
+  // Ends the shell's wait (a watch event, a refused commit).
+  void WakeLocked();
   // One attempt to write the leader key as it was last seen (absent:
   // `seen_rev_` 0) — the previous leader silent for takeover_after since
   // that write was seen (checked again here: a write seen since puts it
@@ -93,8 +137,9 @@ class EtcdStateStore final : public StateStore {
   void OnLeaderKey(const std::optional<etcd::KeyValue>& kv);
   void OnStateKey(const std::optional<etcd::KeyValue>& kv);
 
-  const std::unique_ptr<etcd::EtcdClient> client_;
+  const std::unique_ptr<etcd::KvStore> client_;
   const EtcdStoreOptions options_;
+  const Clock clock_;
   const std::string leader_key_;
   const std::string state_key_;
   const absl::Duration refresh_every_;
@@ -108,6 +153,8 @@ class EtcdStateStore final : public StateStore {
   std::mutex listener_mu_;
   mutable std::mutex mu_;
   std::condition_variable wake_;
+  bool woken_ = false;
+  bool started_ = false;
   bool stopping_ = false;
   bool leading_ = false;
   // The coordinator has taken the state it leads with (OnLead returned):
@@ -118,6 +165,12 @@ class EtcdStateStore final : public StateStore {
   // The last write was not answered (or refused): read etcd again before
   // anything else.
   bool resync_ = false;
+  // The last refresh (or takeover) was sent then: the next is due
+  // refresh_every later.
+  absl::Time last_write_ = absl::InfinitePast();
+  // A resync or takeover that failed is not tried again before then,
+  // unless the leader key changes first.
+  absl::Time retry_at_ = absl::InfinitePast();
   std::string my_value_;   // The leader key's value while this one leads.
   int64_t my_rev_ = 0;     // The leader key's revision this leader wrote last.
   int64_t state_rev_ = 0;  // The state key's revision it wrote or read last (0: absent).

@@ -19,6 +19,7 @@
 #include "grpcpp/grpcpp.h"
 #include "server/kvcoord/coordinator_metrics.h"
 #include "server/kvcoord/coordinator_service.h"
+#include "server/kvcoord/etcd/etcd_client.h"
 #include "server/kvcoord/etcd_state_store.h"
 #include "server/kvcoord/file_state_store.h"
 
