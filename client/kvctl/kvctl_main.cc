@@ -5,6 +5,12 @@
 //   kvctl get KEY              prints the value (exit 1 if absent)
 //   kvctl put KEY VALUE
 //   kvctl del KEY
+//   kvctl wait CONDITION [--timeout=30s]
+//                              until the condition holds (exit 0) or the
+//                              time is up (exit 1, saying what was last
+//                              seen): serving groups, a server up or down,
+//                              a coordinator leading or joined
+//                              (wait_condition.h)
 #include <cstdlib>
 #include <iostream>
 #include <set>
@@ -15,11 +21,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "client/cluster/cluster_client.h"
+#include "client/kvctl/cluster_status.h"
+#include "client/kvctl/wait_condition.h"
 #include "common/cluster_token.h"
 #include "common/fabric/fabric_flags.h"
 #include "common/flags.h"
 #include "common/logging.h"
+#include "common/monotonic_clock.h"
 #include "proto/coordinator_stub.h"
 #include "rkv/client.h"
 
@@ -27,8 +37,25 @@ ABSL_FLAG(std::string, coordinator, rkv::kDefaultCoordinator,
           "Every kvcoord's address, comma-separated (scripts/cluster.sh runs them here); "
           "kvctl follows the one that leads.");
 ABSL_FLAG(bool, json, false, "status: print one JSON object.");
+ABSL_FLAG(std::string, timeout, "30s", "wait: give up after this long (30s, 500ms, 2m).");
+ABSL_FLAG(std::string, groups, "",
+          "wait serving: this many groups at least (default: every group of the map).");
+ABSL_FLAG(std::string, copies, "",
+          "wait serving: with this many copies each (default: the map's replicas).");
+ABSL_FLAG(std::string, state, "", "wait server: up or down.");
+ABSL_FLAG(std::string, role, "",
+          "wait coordinator: leader, standby, starting or unreachable, comma-separated "
+          "(default: leader,standby).");
 
 namespace {
+
+using rkv::kvctl::ClusterStatus;
+using rkv::kvctl::CoordinatorReading;
+using rkv::kvctl::CoordinatorRole;
+using rkv::kvctl::GroupStateName;
+using rkv::kvctl::MapReplicas;
+using rkv::kvctl::ReadClusterStatus;
+using rkv::kvctl::ServerStateName;
 
 constexpr char kUsage[] =
     "kvctl: inspect and use an rkv cluster.\n"
@@ -37,6 +64,12 @@ constexpr char kUsage[] =
     "  kvctl get KEY\n"
     "  kvctl put KEY VALUE\n"
     "  kvctl del KEY\n"
+    "  kvctl wait serving [--groups=N] [--copies=R]   N groups serve with R copies, none\n"
+    "                                                 reconfiguring\n"
+    "  kvctl wait server ID --state=up|down\n"
+    "  kvctl wait leader [ID]                         a coordinator (or ID) leads\n"
+    "  kvctl wait coordinator ID [--role=leader,standby,starting,unreachable]\n"
+    "    each until it holds (exit 0) or --timeout (default 30s) passes (exit 1)\n"
     "(kvbench measures and verifies workloads.)\n"
     "Common flags: --coordinator=HOST:PORT[,HOST:PORT...] --token=T|--token_file=F "
     "--fabric=auto|verbs|soft";
@@ -56,19 +89,6 @@ std::string JsonEscape(const std::string& s) {
   return out;
 }
 
-const char* GroupStateName(rkv::proto::GroupState s) {
-  switch (s) {
-    case rkv::proto::GROUP_STATE_SERVING:
-      return "serving";
-    case rkv::proto::GROUP_STATE_RECONFIGURING:
-      return "reconfiguring";
-    case rkv::proto::GROUP_STATE_LOST:
-      return "lost";
-    default:
-      return "unknown";
-  }
-}
-
 // Heap handed out and neither live nor in the free pool: what clients hold.
 uint64_t HeapHeld(const rkv::proto::RegionStats& st) {
   const uint64_t accounted = st.heap_live() + st.heap_pooled();
@@ -81,47 +101,20 @@ std::string Mib(uint64_t bytes) {
   return mib < 10 ? absl::StrFormat("%.1f", mib) : absl::StrFormat("%.0f", mib);
 }
 
-const char* StateName(rkv::proto::ServerState s) {
-  return s == rkv::proto::SERVER_STATE_UP ? "up" : "down";
-}
-
-// Each coordinator of the list as it describes itself; `address` empty:
-// it did not answer.
-std::vector<rkv::proto::CoordinatorStatus> DescribeAll(rkv::CoordinatorStub& coord) {
-  std::vector<rkv::proto::CoordinatorStatus> out(coord.addresses().size());
-  for (size_t i = 0; i < out.size(); ++i) {
-    grpc::ClientContext ctx;
-    coord.Prepare(&ctx, absl::Seconds(2));
-    if (!coord.stub_at(i).Describe(&ctx, rkv::proto::DescribeRequest(), &out[i]).ok()) {
-      out[i] = rkv::proto::CoordinatorStatus();
-    }
-  }
-  return out;
-}
-
-// unreachable, leader, standby (ready to take over), or starting (it has
-// not read the cluster's state yet, or is out of touch with it).
-const char* Role(const rkv::proto::CoordinatorStatus& c) {
-  if (c.address().empty()) return "unreachable";
-  if (c.leading()) return "leader";
-  return c.ready() ? "standby" : "starting";
-}
-
 // The control plane: who leads, and the health of etcd's members as the
 // leader (or else any coordinator) sees them.
-void PrintControlPlane(const rkv::CoordinatorStub& coord,
-                       const std::vector<rkv::proto::CoordinatorStatus>& coordinators, bool json) {
+void PrintControlPlane(const std::vector<CoordinatorReading>& coordinators, bool json) {
   const rkv::proto::CoordinatorStatus* seer = nullptr;
-  for (const auto& c : coordinators) {
-    if (!c.address().empty() && (seer == nullptr || c.leading())) seer = &c;
+  for (const auto& r : coordinators) {
+    if (!r.status.address().empty() && (seer == nullptr || r.status.leading())) seer = &r.status;
   }
   if (json) {
     std::cout << "\"coordinators\": [";
     for (size_t i = 0; i < coordinators.size(); ++i) {
-      const auto& c = coordinators[i];
-      std::cout << (i ? ", " : "") << "{\"address\": \"" << JsonEscape(coord.addresses()[i])
-                << "\", \"id\": \"" << JsonEscape(c.id()) << "\", \"role\": \"" << Role(c)
-                << "\", \"term\": " << c.term() << "}";
+      const auto& c = coordinators[i].status;
+      std::cout << (i ? ", " : "") << "{\"address\": \"" << JsonEscape(coordinators[i].address)
+                << "\", \"id\": \"" << JsonEscape(c.id()) << "\", \"role\": \""
+                << CoordinatorRole(c) << "\", \"term\": " << c.term() << "}";
     }
     std::cout << "], \"store\": \"" << (seer ? seer->store() : "") << "\", \"etcd\": [";
     for (int i = 0; seer != nullptr && i < seer->store_members_size(); ++i) {
@@ -134,13 +127,12 @@ void PrintControlPlane(const rkv::CoordinatorStub& coord,
     return;
   }
   std::vector<std::string> lines;
-  for (size_t i = 0; i < coordinators.size(); ++i) {
-    const auto& c = coordinators[i];
+  for (const auto& [address, c] : coordinators) {
     lines.push_back(c.address().empty()
-                        ? absl::StrCat(coord.addresses()[i], " unreachable")
-                        : absl::StrCat(c.id(), " ", coord.addresses()[i], " ",
+                        ? absl::StrCat(address, " unreachable")
+                        : absl::StrCat(c.id(), " ", address, " ",
                                        c.leading() ? absl::StrCat("leader (term ", c.term(), ")")
-                                                   : std::string(Role(c))));
+                                                   : std::string(CoordinatorRole(c))));
   }
   std::cout << "coordinators: " << absl::StrJoin(lines, ", ") << "\n";
   if (seer == nullptr) return;
@@ -161,24 +153,16 @@ void PrintControlPlane(const rkv::CoordinatorStub& coord,
                                bad.empty() ? "" : " (" + absl::StrJoin(bad, "; ") + ")");
 }
 
-int Status(rkv::CoordinatorStub& coord, const std::string& token) {
-  const std::vector<rkv::proto::CoordinatorStatus> coordinators = DescribeAll(coord);
-  rkv::proto::ClusterMap map;
-  // The leader's map shows usage as heard with the last heartbeats.
-  absl::Status got = absl::UnavailableError("no coordinator leads");
-  for (size_t i = 0; i < coordinators.size() && !got.ok(); ++i) {
-    if (!coordinators[i].leading()) continue;
-    rkv::CoordinatorStub leader(coord.addresses()[i], token);
-    got = leader.GetClusterMap(&map, absl::Seconds(2));
-  }
-  if (!got.ok()) got = coord.GetClusterMap(&map);
-  if (!got.ok()) {
-    std::cerr << "kvctl: " << got.message() << "\n";
+int Status(const std::string& coordinator, const std::string& token) {
+  const ClusterStatus status = ReadClusterStatus(coordinator, token, absl::Seconds(2));
+  if (!status.map_read.ok()) {
+    std::cerr << "kvctl: " << status.map_read.message() << "\n";
     return 1;
   }
+  const rkv::proto::ClusterMap& map = status.map;
   const bool json = absl::GetFlag(FLAGS_json);
   if (json) std::cout << "{";
-  PrintControlPlane(coord, coordinators, json);
+  PrintControlPlane(status.coordinators, json);
   if (!json) std::cout << "\n";
   if (json) {
     std::cout << "\"epoch\": " << map.epoch() << ", \"lease_ms\": " << map.lease_ms()
@@ -186,8 +170,9 @@ int Status(rkv::CoordinatorStub& coord, const std::string& token) {
     for (int i = 0; i < map.servers_size(); ++i) {
       const auto& s = map.servers(i);
       std::cout << (i ? ", " : "") << "{\"id\": \"" << JsonEscape(s.id()) << "\", \"state\": \""
-                << StateName(s.state()) << "\", \"fabric\": \"" << s.region().endpoint().kind()
-                << "\", \"address\": \"" << JsonEscape(s.region().endpoint().address())
+                << ServerStateName(s.state()) << "\", \"fabric\": \""
+                << s.region().endpoint().kind() << "\", \"address\": \""
+                << JsonEscape(s.region().endpoint().address())
                 << "\", \"region_bytes\": " << s.region().length()
                 << ", \"generation\": " << s.region().generation()
                 << ", \"slots_total\": " << s.stats().slots_total()
@@ -203,7 +188,7 @@ int Status(rkv::CoordinatorStub& coord, const std::string& token) {
                 << ", \"heap_reclaimed\": " << s.stats().heap_reclaimed()
                 << ", \"last_heard_ms\": " << s.last_heard_ms() << "}";
     }
-    std::cout << "], \"replicas\": " << std::max<uint32_t>(1, map.replicas()) << ", \"groups\": [";
+    std::cout << "], \"replicas\": " << MapReplicas(map) << ", \"groups\": [";
     for (int i = 0; i < map.groups_size(); ++i) {
       const auto& g = map.groups(i);
       std::cout << (i ? ", " : "") << "{\"id\": \"" << JsonEscape(g.id()) << "\", \"state\": \""
@@ -253,12 +238,12 @@ int Status(rkv::CoordinatorStub& coord, const std::string& token) {
             ? absl::StrCat(st.client_sessions())
             : absl::StrCat(st.client_sessions(), " (", st.client_sessions_fenced(), " fenced)");
     std::cout << absl::StrFormat(
-        "%-12s %-5s %-6s %-22s %8s %19s %23s %11s %8dms\n", s.id(), StateName(s.state()),
+        "%-12s %-5s %-6s %-22s %8s %19s %23s %11s %8dms\n", s.id(), ServerStateName(s.state()),
         s.region().endpoint().kind(), s.region().endpoint().address(),
         absl::StrCat(s.region().length() >> 20, " MiB"),
         absl::StrCat(st.slots_used(), "/", st.slots_total()), heap, clients, s.last_heard_ms());
   }
-  const uint32_t replicas = std::max<uint32_t>(1, map.replicas());
+  const uint32_t replicas = MapReplicas(map);
   if (replicas == 1) return 0;
   // Replica groups: each key lives on one group, in `replicas` copies.
   std::cout << absl::StrFormat("\n%d copies of every key; %d replica groups\n\n", replicas,
@@ -289,6 +274,43 @@ int Status(rkv::CoordinatorStub& coord, const std::string& token) {
   return 0;
 }
 
+// Readings of the cluster until the condition holds or the timeout passes,
+// a short pause between them; each reading's calls end by the deadline.
+int Wait(const std::string& coordinator, const std::string& token,
+         const std::vector<std::string>& words) {
+  const rkv::kvctl::WaitFlags flags{absl::GetFlag(FLAGS_groups), absl::GetFlag(FLAGS_copies),
+                                    absl::GetFlag(FLAGS_state), absl::GetFlag(FLAGS_role)};
+  absl::StatusOr<rkv::kvctl::WaitCondition> condition =
+      rkv::kvctl::ParseWaitCondition(words, flags);
+  absl::StatusOr<absl::Duration> timeout =
+      rkv::kvctl::ParseWaitTimeout(absl::GetFlag(FLAGS_timeout));
+  if (!condition.ok() || !timeout.ok()) {
+    const absl::Status bad = condition.ok() ? timeout.status() : condition.status();
+    std::cerr << "kvctl: " << bad.message() << "\n" << kUsage << "\n";
+    return 2;
+  }
+  constexpr absl::Duration kInterval = absl::Milliseconds(100);
+  const absl::Time deadline = rkv::MonotonicNow() + *timeout;
+  while (true) {
+    // At least a moment for a reading, should the time be up already.
+    const absl::Duration rpc_timeout =
+        std::clamp(deadline - rkv::MonotonicNow(), kInterval, absl::Seconds(2));
+    const rkv::kvctl::Verdict verdict =
+        rkv::kvctl::Judge(*condition, ReadClusterStatus(coordinator, token, rpc_timeout));
+    if (verdict.holds) {
+      std::cout << verdict.seen << "\n";
+      return 0;
+    }
+    const absl::Duration left = deadline - rkv::MonotonicNow();
+    if (left <= absl::ZeroDuration()) {
+      std::cerr << "kvctl: wait " << condition->text << ": not so after "
+                << absl::FormatDuration(*timeout) << "; last seen: " << verdict.seen << "\n";
+      return 1;
+    }
+    absl::SleepFor(std::min(left, kInterval));
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -304,10 +326,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string coordinator = absl::GetFlag(FLAGS_coordinator);
-  if (cmd == "status" && args.size() == 2) {
-    rkv::CoordinatorStub coord(coordinator, *token);
-    return Status(coord, *token);
-  }
+  if (cmd == "status" && args.size() == 2) return Status(coordinator, *token);
+  if (cmd == "wait") return Wait(coordinator, *token, {args.begin() + 2, args.end()});
   const bool get = cmd == "get" && args.size() == 3;
   const bool put = cmd == "put" && args.size() == 4;
   const bool del = cmd == "del" && args.size() == 3;
