@@ -282,38 +282,41 @@ etcd_leader_now() {
   done
   [ -n "$list" ] || return 0
   endpoint=$(etcdctl_ --endpoints="$list" endpoint status -w json 2>/dev/null |
-    sed 's/{"Endpoint"/\n&/g' |
-    sed -n 's/.*"Endpoint":"\([^"]*\)".*"member_id":\([0-9]*\).*"leader":\([0-9]*\).*/\1 \2 \3/p' |
-    awk '$2 == $3 { print $1; exit }' || true)
+    python3 -c '
+import json, sys
+try:
+    members = json.load(sys.stdin)
+except ValueError:
+    sys.exit()
+for m in members:
+    status = m.get("Status", {})
+    if status.get("leader") and status.get("header", {}).get("member_id") == status["leader"]:
+        print(m["Endpoint"])
+        break' || true)
   [ -n "$endpoint" ] || return 0
   port="${endpoint##*:}"
   echo "e$((port - etcd_base + 1))"
 }
 
-kvctl_() {
-  timeout 15 "$bin/kvctl" --coordinator="$coordinators" --token_file="$dir/token" "$@"
+# kvctl_wait SECONDS CONDITION...: kvctl wait (exit 0 once the condition
+# holds, 1 with what it last saw on stderr after SECONDS, 2 for a bad
+# condition); it prints what it saw when it held.
+kvctl_wait() {
+  local secs="$1"
+  shift
+  timeout $((secs + 15)) "$bin/kvctl" --coordinator="$coordinators" --token_file="$dir/token" \
+    wait "$@" --timeout="${secs}s"
 }
 
-# "NAME ROLE" for every kvcoord kvctl status --json lists (role: leader,
-# standby or unreachable), the name found from its id or its address.
-coordinator_roles() {
-  local json obj id addr role name n
-  json=$(kvctl_ status --json 2>/dev/null | tr -d '\n' || true)
-  json=$(grep -o '"coordinators": *\[[^]]*\]' <<<"$json" || true)
-  [ -n "$json" ] || return 0
-  while IFS= read -r obj; do
-    id=$(sed -n 's/.*"id": *"\([^"]*\)".*/\1/p' <<<"$obj")
-    addr=$(sed -n 's/.*"address": *"\([^"]*\)".*/\1/p' <<<"$obj")
-    role=$(sed -n 's/.*"role": *"\([^"]*\)".*/\1/p' <<<"$obj")
-    [ -n "$role" ] || continue
-    name=""
-    if is_coord "$id"; then
-      name="$id"
-    else
-      for n in $(coord_names); do [ "$(coord_addr "$n")" = "$addr" ] && name="$n"; done
-    fi
-    echo "${name:-${id:-$addr}} $role"
-  done < <(sed 's/}/}\n/g' <<<"$json")
+# coord_name ID ADDRESS: the kvcoord's name (cN), from its id (cluster.sh
+# starts each with --id=cN) or else its address; the id if neither is ours.
+coord_name() {
+  local n
+  if is_coord "$1"; then echo "$1"; return 0; fi
+  for n in $(coord_names); do
+    [ "$(coord_addr "$n")" = "$2" ] && { echo "$n"; return 0; }
+  done
+  echo "$1"
 }
 
 # leading_coordinator [SECONDS]: the kvcoord that leads (cN), waiting up to
@@ -321,14 +324,12 @@ coordinator_roles() {
 # that one.
 leading_coordinator() {
   if [ "$(coord_count)" = 1 ]; then echo c1; return 0; fi
-  local deadline=$((SECONDS + ${1:-5})) leader
-  while :; do
-    leader=$(coordinator_roles)
-    leader=$(awk '$2 == "leader" { print $1; exit }' <<<"$leader")
-    if [ -n "$leader" ] && alive "$leader"; then echo "$leader"; return 0; fi
-    [ "$SECONDS" -lt "$deadline" ] || return 1
-    sleep 0.1
-  done
+  local seen id addr name
+  seen=$(kvctl_wait "${1:-5}" leader 2>/dev/null) || return 1
+  read -r id addr _ <<<"$seen"
+  name=$(coord_name "$id" "$addr")
+  alive "$name" || return 1
+  echo "$name"
 }
 
 # wait_coordinator_role cN [SECONDS]: until kvctl lists cN as leader or
@@ -336,14 +337,7 @@ leading_coordinator() {
 # leader and serves maps; "starting" until then).
 wait_coordinator_role() {
   [ "$(coord_count)" = 1 ] && return 0
-  local deadline=$((SECONDS + ${2:-30})) roles
-  while :; do
-    # Read whole, then grep: with pipefail, a writer that grep -q cuts short fails.
-    roles=$(coordinator_roles || true)
-    grep -Eq "^$1 (leader|standby)$" <<<"$roles" && return 0
-    [ "$SECONDS" -lt "$deadline" ] || return 1
-    sleep 0.1
-  done
+  kvctl_wait "${2:-30}" coordinator "$(coord_addr "$1")" --role=leader,standby >/dev/null
 }
 
 etcd_leader() {  # [SECONDS]: eN, waiting up to SECONDS (default 5); fails if none
@@ -431,38 +425,22 @@ restart_etcd_members() {  # [eN]: start again those not running, wait until heal
 # ---------------------------------------------------------------------------
 # The map, as kvctl reports it.
 
-# How many servers the map has in state $1, or with $2 given, whether
-# server $2 is in state $1.
-map_count() {
-  kvctl_ status --json 2>/dev/null |
-    grep -o "\"id\": \"${2:-[^\"]*}\"[^}]*\"state\": \"$1\"" | wc -l || true
-}
-
-wait_map() {  # $1: state, $2: at least this many servers in it, $3: server id (optional)
-  local deadline=$((SECONDS + 30))
-  until [ "$(map_count "$1" "${3:-}")" -ge "$2" ]; do
-    [ "$SECONDS" -lt "$deadline" ] || return 1
-    sleep 0.1
+# wait_servers STATE ID...: until the map lists every server ID in STATE
+# (up or down), 30 s at most for them all.
+wait_servers() {
+  local state="$1" deadline=$((SECONDS + 30)) id
+  shift
+  for id in "$@"; do
+    kvctl_wait $((deadline > SECONDS ? deadline - SECONDS : 0)) server "$id" --state="$state" \
+      >/dev/null || return 1
   done
 }
 
-# Replica groups serving with all their copies; 0 while one is reconfiguring.
-groups_serving() {
-  local json
-  json=$(kvctl_ status --json 2>/dev/null) || {
-    echo 0
-    return
-  }
-  if grep -q '"state": "reconfiguring"' <<<"$json"; then echo 0; return; fi
-  grep -o "\"state\": \"serving\", \"copies\": $replicas," <<<"$json" | wc -l
-}
-
-wait_serving() {  # $1: at least this many groups serving, none reconfiguring
-  local deadline=$((SECONDS + 30))
-  until [ "$(groups_serving)" -ge "$1" ]; do
-    [ "$SECONDS" -lt "$deadline" ] || return 1
-    sleep 0.1
-  done
+# wait_serving N: until at least N replica groups serve with all their
+# copies and none is reconfiguring, 30 s at most (N = 0: at once).
+wait_serving() {
+  [ "$1" -gt 0 ] || return 0
+  kvctl_wait 30 serving --groups="$1" >/dev/null
 }
 
 # stop_group SECONDS NAME...: SIGTERM to each (continued first, should it be
@@ -552,7 +530,7 @@ case "$cmd" in
     for c in $(coord_names); do start_coordinator "$c"; done
     for i in $(seq 1 "$n"); do start_server "s$i"; done
     echo "$n" >"$dir/servers"
-    if ! wait_map up "$n" || ! wait_serving $((n / replicas)); then
+    if ! wait_servers up $(seq -f 's%g' 1 "$n") || ! wait_serving $((n / replicas)); then
       tail -n 5 "$dir"/*.log >&2
       die "the cluster did not come up; logs are in $dir"
     fi
@@ -671,24 +649,17 @@ case "$cmd" in
     load_layout
     secs="${2:-30}"
     [[ "$secs" =~ ^[0-9]+$ ]] || die "wait-leader takes a number of seconds"
-    if [ "$(coord_count)" = 1 ]; then
-      # The one-process coordinator leads once it answers.
-      deadline=$((SECONDS + secs))
-      until kvctl_ status --json >/dev/null 2>&1; do
-        [ "$SECONDS" -lt "$deadline" ] || die "kvcoord does not answer after $secs s"
-        sleep 0.1
-      done
-      name=c1
-    else
-      name=$(leading_coordinator "$secs") || die "no kvcoord leads after $secs s"
-    fi
+    # The one-process coordinator leads once it answers.
+    seen=$(kvctl_wait "$secs" leader) || die "no kvcoord leads after $secs s"
+    read -r id addr _ <<<"$seen"
+    name=$(coord_name "$id" "$addr")
     echo "$(describe "$name") leads"
     ;;
   wait)
     load_layout
     id="${2:-}" state="${3:-}"
     [ -n "$id" ] && [[ "$state" =~ ^(up|down)$ ]] || die "wait needs a server id and up or down"
-    wait_map "$state" 1 "$id" || die "server $id is not $state after 30 s"
+    wait_servers "$state" "$id" || die "server $id is not $state after 30 s"
     ;;
   wait-serving)
     load_layout

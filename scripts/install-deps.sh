@@ -29,6 +29,8 @@ else
     libgtest-dev libgmock-dev libbenchmark-dev
     # kvbench's drivers, and the servers its tests run against.
     libmemcached-dev libhiredis-dev memcached redis-server
+    # The scripts read JSON (kvctl's, etcdctl's) with its json module.
+    python3
     # The deployment files' checks (tests/deploy/check.sh).
     python3-yaml
     # The Python package (client/python/): its module, `pip install .` into

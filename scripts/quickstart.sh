@@ -56,7 +56,8 @@ echo "== YCSB workload A (50% reads, 50% updates, zipfian) for 10 s: kvbench, 2 
 kvbench --workload=a --records=20000 --duration=10s --threads=2 --outstanding=16 --verify
 
 # The group's primary: the first of its members.
-victim=$(kvctl status --json | grep -o '"members": \["[^"]*"' | head -1 | cut -d'"' -f4)
+victim=$(kvctl status --json |
+  python3 -c 'import json, sys; print(json.load(sys.stdin)["groups"][0]["members"][0])')
 echo
 echo "== kill -9 of $victim, the primary, and its region file deleted (a lost disk)"
 bash scripts/cluster.sh kill "$victim"
