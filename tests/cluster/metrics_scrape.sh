@@ -6,7 +6,8 @@
 # count lease renewals; the soft fabric's requests and bytes served, summed
 # over the servers, grew by the load's writes and CASes at least; the
 # coordinator leads and counts three servers up and the group serving. Then
-# a member is killed: the coordinator counts it down, a reconfiguration and
+# a member is killed: kvctl wait sees it down (and a wait for it up times
+# out), the coordinator counts it down, a reconfiguration and
 # a live copy to the spare, each with its duration, the primary the pushes
 # it made and their bytes, and the spare the bytes written into it. Every
 # sample line is well formed, every family has its HELP and TYPE, every
@@ -169,6 +170,30 @@ for id in s1 s2 s3; do
 done
 spare_written=$(value "${m[$spare]}" rkv_server_fabric_bytes_served_total '{fabric="soft",op="write"}')
 bash scripts/cluster.sh kill "$victim"
+# kvctl wait: returns once the map says the victim is down; waiting for it
+# up ends at the timeout (exit 1, saying what it last saw), and a bad
+# condition is refused (exit 2).
+kvctl=(timeout 60 "$bin/kvctl" --coordinator="$coord" --token_file="$RKV_CLUSTER_DIR/token")
+seen=$("${kvctl[@]}" wait server "$victim" --state=down --timeout=30s) ||
+  fail "kvctl wait server $victim --state=down: exit $?"
+[[ "$seen" == "$victim down "* ]] || fail "kvctl wait server $victim --state=down printed '$seen'"
+t0=$(date +%s%N)
+rc=0
+"${kvctl[@]}" wait server "$victim" --state=up --timeout=1s 2>"$RKV_CLUSTER_DIR/wait.err" || rc=$?
+waited_ms=$((($(date +%s%N) - t0) / 1000000))
+[ "$rc" = 1 ] || fail "kvctl wait server $victim --state=up: exit $rc, not 1: $(cat "$RKV_CLUSTER_DIR/wait.err")"
+grep -q "wait server $victim --state=up: not so after 1s; last seen: $victim down" \
+  "$RKV_CLUSTER_DIR/wait.err" || fail "kvctl wait's timeout said: $(cat "$RKV_CLUSTER_DIR/wait.err")"
+[ "$waited_ms" -ge 1000 ] && [ "$waited_ms" -lt 10000 ] ||
+  fail "kvctl wait --timeout=1s returned after $waited_ms ms"
+for bad in "server $victim --state=gone" "server --state=up" "servers" "leader --timeout=soon"; do
+  rc=0
+  "${kvctl[@]}" wait $bad 2>"$RKV_CLUSTER_DIR/wait.err" || rc=$?
+  [ "$rc" = 2 ] && grep -q '^Usage:' "$RKV_CLUSTER_DIR/wait.err" ||
+    fail "kvctl wait $bad: exit $rc, not 2 with the usage: $(cat "$RKV_CLUSTER_DIR/wait.err")"
+done
+"${kvctl[@]}" wait leader --timeout=10s >/dev/null || fail "kvctl wait leader: the one kvcoord does not lead"
+echo "kvctl wait: $seen; --state=up timed out after $waited_ms ms (exit 1); bad conditions exit 2"
 deadline=$((SECONDS + 30))
 until c=$(scrape "$coord_url") &&
     [ "$(value "$c" rkv_coordinator_servers '{state="down"}')" = 1 ] &&
@@ -197,6 +222,9 @@ p=$(scrape "${url[$spare]}") || fail "kvserver $spare's metrics are malformed"
 spare_copied=$(($(value "$p" rkv_server_fabric_bytes_served_total '{fabric="soft",op="write"}') -
   spare_written))
 [ "$spare_copied" -ge 64000 ] || fail "the spare $spare was written $spare_copied bytes by the copy"
+# The spare copied in: the group serves with two copies again.
+"${kvctl[@]}" wait serving --groups=1 --timeout=30s >/dev/null ||
+  fail "kvctl wait serving: the group does not serve with two copies again"
 echo "after kill -9 of $victim: epoch $epoch -> $(value "$c" rkv_coordinator_map_epoch)," \
   "$(value "$c" rkv_coordinator_reconfigurations_total) reconfiguration(s)," \
   "$live_copies live copy of $((live_bytes >> 20)) MiB"
