@@ -118,23 +118,10 @@ class Simulation {
       node->rate = 1 + std::uniform_real_distribution<double>(-kRateSpread, kRateSpread)(rng_);
       node->offset = Between(absl::ZeroDuration(), absl::Seconds(100));
       Trace(absl::StrCat("node ", i, "'s clock runs at ", node->rate, " of true time"));
-      Node* raw = node.get();
-      node->recorder = std::make_unique<Recorder>(
-          [this, raw](const std::string& what, const proto::ClusterMap& s) {
-            OnListener(*raw, what, s);
-          });
-      EtcdStoreOptions o;
-      o.prefix = kPrefix;
-      o.id = absl::StrCat("c", i);
-      o.address = absl::StrCat("10.0.0.", i, ":7400");
-      o.lease = kLease;
-      o.own_thread = false;
-      o.clock = [this, raw] { return raw->Local(now_); };
-      node->store = std::make_unique<EtcdStateStore>(etcd_.Client(i), std::move(o));
       nodes_.push_back(std::move(node));
     }
     for (auto& node : nodes_) {
-      if (!node->store->Start(*node->recorder).ok()) return "Start failed";
+      if (!Open(*node)) return "Start failed";
     }
     const absl::Time faults_until = now_ + kFaultsFor;
     absl::Time quiet_since = absl::InfiniteFuture();
@@ -203,6 +190,42 @@ class Simulation {
     return node.store->leadership().CanOrder(node.Local(now_));
   }
 
+  // A coordinator process starts (again) on the node: a store of its own.
+  bool Open(Node& node) {
+    Node* raw = &node;
+    node.recorder = std::make_unique<Recorder>(
+        [this, raw](const std::string& what, const proto::ClusterMap& s) {
+          OnListener(*raw, what, s);
+        });
+    EtcdStoreOptions o;
+    o.prefix = kPrefix;
+    o.id = absl::StrCat("c", node.id);
+    o.address = absl::StrCat("10.0.0.", node.id, ":7400");
+    o.lease = kLease;
+    o.own_thread = false;
+    o.clock = [this, raw] { return raw->Local(now_); };
+    node.store = std::make_unique<EtcdStateStore>(etcd_.Client(node.id), std::move(o));
+    node.pending = Action::kNone;
+    node.prepared.reset();
+    return node.store->Start(*node.recorder).ok();
+  }
+
+  // Its process killed (nothing handed on) or stopped (the leadership
+  // handed on), and started again.
+  void Restart(Node& node, bool kill) {
+    counts_[kill ? "coordinator killed" : "coordinator stopped"]++;
+    Trace(absl::StrCat("FAULT node ", node.id, kill ? " killed" : " stopped", " and restarted"));
+    if (kill) {
+      etcd_.Crash(node.id);
+    } else {
+      node.store->Stop();
+    }
+    node.store.reset();
+    etcd_.Revive(node.id);
+    if (!Open(node)) Fail("Start failed");
+    Check();
+  }
+
   void DrawFaults() {
     // Per step of 5 ms on average: a few of each per seed.
     if (Chance(1.0 / 3000)) etcd_.ChangeLeader();
@@ -214,6 +237,7 @@ class Simulation {
       // Long: past the lease, so that the others take over meanwhile.
       Pause(node, Between(kLease / 3, kLease * 2), "paused");
     }
+    if (!Paused(node) && Chance(1.0 / 4000)) Restart(node, Chance(0.5));
   }
 
   void Pause(Node& node, absl::Duration d, const char* why) {

@@ -137,7 +137,9 @@ absl::Time SimEtcd::FaultsEnd() const {
 absl::StatusOr<std::optional<etcd::KeyValue>> SimEtcd::Get(int node, const std::string& key,
                                                            int64_t* revision) {
   absl::Status refused;
-  if (Partitioned(node)) {
+  if (crashed_.count(node) != 0) {
+    refused = absl::UnavailableError("the process is dead");
+  } else if (Partitioned(node)) {
     refused = absl::UnavailableError("cut off from every member");
   } else if (!Healthy()) {
     refused = absl::UnavailableError("no member has a leader");
@@ -185,6 +187,7 @@ absl::StatusOr<etcd::TxnResult> SimEtcd::Txn(
                        outcome, ")"));
     return absl::DeadlineExceededError(why);
   };
+  if (crashed_.count(node) != 0) return refuse(absl::UnavailableError("the process is dead"));
   if (Partitioned(node)) return refuse(absl::UnavailableError("cut off from every member"));
   if (now_ < election_until_) return refuse(absl::UnavailableError("no leader"));
   if (now_ < quorum_until_) {
@@ -423,5 +426,14 @@ void SimEtcd::BreakWatches(int node, absl::Duration down_for) {
 }
 
 void SimEtcd::Hold(int node, bool held) { held_[node] = held; }
+
+void SimEtcd::Crash(int node) {
+  crashed_.insert(node);
+  for (const auto& w : watches_) {
+    if (w->node == node) w->cancelled = true;
+  }
+}
+
+void SimEtcd::Revive(int node) { crashed_.erase(node); }
 
 }  // namespace rkv::server::testing

@@ -44,6 +44,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -103,6 +104,10 @@ class SimEtcd {
   void Partition(int node, absl::Duration for_how_long);
   void BreakWatches(int node, absl::Duration down_for);
   void Hold(int node, bool held);
+  // `node`'s process dies: its watches with it, and its calls (its
+  // store's last words, say) reach no one, until Revive.
+  void Crash(int node);
+  void Revive(int node);
   // When every fault now under way is over.
   absl::Time FaultsEnd() const;
 
@@ -155,6 +160,7 @@ class SimEtcd {
   absl::Time quorum_until_ = absl::InfinitePast();
   std::map<int, absl::Time> partitioned_until_;
   std::map<int, bool> held_;
+  std::set<int> crashed_;
   std::vector<Pending> pending_;
   std::map<std::string, int> counts_;
 };
