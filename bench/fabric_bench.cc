@@ -37,6 +37,7 @@
 #include "common/fabric/fabric_flags.h"
 #include "common/flags.h"
 #include "common/logging.h"
+#include "common/monotonic_clock.h"
 #include "common/socket.h"
 
 namespace rkv::fabric {
@@ -135,7 +136,7 @@ struct TcpLoopback {
 // non-blocking reads (the fabric's --soft_busy_poll, for a like-for-like
 // baseline).
 ssize_t Receive(int fd, void* buf, size_t len, absl::Duration busy_poll) {
-  for (const absl::Time until = absl::Now() + busy_poll; absl::Now() < until;) {
+  for (const absl::Time until = MonotonicNow() + busy_poll; MonotonicNow() < until;) {
     const ssize_t n = ::recv(fd, buf, len, MSG_DONTWAIT);
     if (n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) return n;
   }

@@ -24,6 +24,7 @@
 #include "common/fabric/fabric_flags.h"
 #include "common/flags.h"
 #include "common/logging.h"
+#include "common/monotonic_clock.h"
 #include "common/status.h"
 #include "google/protobuf/text_format.h"
 #include "rkvpb/fabric.pb.h"
@@ -96,8 +97,9 @@ int Serve() {
   std::signal(SIGINT, [](int) { g_stop = 1; });
   std::signal(SIGTERM, [](int) { g_stop = 1; });
   // This thread only waits: the data path needs no CPU of this process.
-  const absl::Time deadline = absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_max_serve_seconds));
-  while (!g_stop && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(50));
+  const absl::Time deadline =
+      MonotonicNow() + absl::Seconds(absl::GetFlag(FLAGS_max_serve_seconds));
+  while (!g_stop && MonotonicNow() < deadline) absl::SleepFor(absl::Milliseconds(50));
   std::remove(path.c_str());
   RKV_LOG(INFO) << "stopped";
   return 0;
@@ -152,14 +154,14 @@ class Client {
       wrs.push_back(w);
     }
     const fabric::QueuePairCounters before = qp_.counters();
-    const absl::Time start = absl::Now();
+    const absl::Time start = MonotonicNow();
     std::vector<double> rtt_us;
-    while (absl::Now() - start < absl::Seconds(seconds)) {
-      const absl::Time t0 = absl::Now();
+    while (MonotonicNow() - start < absl::Seconds(seconds)) {
+      const absl::Time t0 = MonotonicNow();
       if (absl::Status s = RoundTrip(wrs, 1); !s.ok()) return s;
-      rtt_us.push_back(absl::ToDoubleMicroseconds(absl::Now() - t0));
+      rtt_us.push_back(absl::ToDoubleMicroseconds(MonotonicNow() - t0));
     }
-    const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
+    const double elapsed = absl::ToDoubleSeconds(MonotonicNow() - start);
     const fabric::QueuePairCounters after = qp_.counters();
     std::sort(rtt_us.begin(), rtt_us.end());
     const double doorbells = static_cast<double>(after.doorbells - before.doorbells);

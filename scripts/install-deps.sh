@@ -41,6 +41,9 @@ else
     etcd-server etcd-client
     # ss, with which the scripts wait for a process's port.
     iproute2
+    # libfaketime: the clock-step test steps a server's and a client's wall
+    # clock mid-run.
+    faketime
     # The one formatter the tree is formatted with (scripts/format.sh).
     clang-format-14
     "$@"

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "common/monotonic_clock.h"
 
 namespace rkv::bench {
 
@@ -24,7 +25,7 @@ struct Benchmark::Worker {
   // falls behind, the queueing counts too (no coordinated omission).
   void Finish(Op op, absl::Time intended, const absl::Status& s) {
     latency_ns[static_cast<int>(op)].Record(
-        static_cast<uint64_t>(absl::ToInt64Nanoseconds(absl::Now() - intended)));
+        static_cast<uint64_t>(absl::ToInt64Nanoseconds(MonotonicNow() - intended)));
     if (!s.ok()) {
       if (errors.load(std::memory_order_relaxed) == 0) {
         first_error = absl::StrCat(OpName(op), ": ", s.ToString());
@@ -114,7 +115,7 @@ struct Benchmark::Phase {
 
   // Once every worker has its driver: connecting is not part of the phase.
   void StartClock(const RunConfig& c) {
-    t0 = absl::Now() + absl::Milliseconds(10);
+    t0 = MonotonicNow() + absl::Milliseconds(10);
     deadline =
         !load && c.duration > absl::ZeroDuration() ? t0 + c.duration : absl::InfiniteFuture();
   }
@@ -205,10 +206,10 @@ void Benchmark::RunWorker(Phase& phase, Worker& w) {
   absl::Time next_intended = phase.t0;
   uint64_t started = 0;
   bool stopping = false;
-  absl::SleepFor(phase.t0 - absl::Now());
+  absl::SleepFor(phase.t0 - MonotonicNow());
   for (;;) {
     while (!stopping && w.driver->in_flight() < static_cast<size_t>(c.outstanding)) {
-      const absl::Time now = absl::Now();
+      const absl::Time now = MonotonicNow();
       if (now >= phase.deadline || started >= quota) {
         stopping = true;
         break;
@@ -227,7 +228,7 @@ void Benchmark::RunWorker(Phase& phase, Worker& w) {
     }
     if (stopping && w.driver->in_flight() == 0) break;
     if (w.driver->in_flight() == 0 && phase.rate > 0) {
-      absl::SleepFor(next_intended - absl::Now());
+      absl::SleepFor(next_intended - MonotonicNow());
       continue;
     }
     w.driver->Poll(absl::Milliseconds(1));
@@ -340,7 +341,7 @@ void Benchmark::ReportProgress(const Phase& phase,
   absl::Time last = phase.t0;
   while (phase.running.load() > 0) {
     absl::SleepFor(absl::Milliseconds(50));
-    const absl::Time now = absl::Now();
+    const absl::Time now = MonotonicNow();
     if (now - last < absl::Seconds(1) || c.progress == nullptr) continue;
     uint64_t done = 0, errors = 0;
     Histogram all;
@@ -365,7 +366,7 @@ PhaseResult Benchmark::Summarize(const Phase& phase,
                                  const std::vector<std::unique_ptr<Worker>>& workers) const {
   PhaseResult r;
   r.phase = phase.name;
-  r.seconds = absl::ToDoubleSeconds(absl::Now() - phase.t0);
+  r.seconds = absl::ToDoubleSeconds(MonotonicNow() - phase.t0);
   for (const auto& w : workers) w->AddTo(r);
   return r;
 }
@@ -381,11 +382,11 @@ absl::StatusOr<PhaseResult> Benchmark::Check(absl::Duration patience) {
   for (int64_t k = 0; k < key_end_; ++k) {
     if (verifier_->StartRead(k).acked) todo.push_back(k);
   }
-  const absl::Time start = absl::Now(), deadline = start + patience;
+  const absl::Time start = MonotonicNow(), deadline = start + patience;
   std::deque<int64_t> retry;
   while (!todo.empty() || !retry.empty() || d.in_flight() > 0) {
     if (todo.empty() && d.in_flight() == 0) {
-      if (absl::Now() > deadline) break;
+      if (MonotonicNow() > deadline) break;
       absl::SleepFor(absl::Milliseconds(100));  // Give a restarting server time.
       todo.swap(retry);
     }
@@ -412,7 +413,7 @@ absl::StatusOr<PhaseResult> Benchmark::Check(absl::Duration patience) {
   r.errors = retry.size() + todo.size();
   if (r.errors > 0)
     r.first_error = absl::StrCat(r.errors, " keys unreadable for ", absl::FormatDuration(patience));
-  r.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  r.seconds = absl::ToDoubleSeconds(MonotonicNow() - start);
   return r;
 }
 

@@ -42,6 +42,7 @@ class ClusterClient final : public Client, private MapWatcher::Listener {
   ClusterClient(const std::string& coordinator, const client_internal::OpenOptions& options,
                 std::shared_ptr<ClientResources> resources)
       : resources_(resources),
+        clock_(OrMonotonic(options.clock)),
         ops_(options.max_outstanding),
         groups_(options, std::move(resources),
                 [this](Group& g, const absl::Status& failed) { OnConnected(g, failed); }),
@@ -122,6 +123,8 @@ class ClusterClient final : public Client, private MapWatcher::Listener {
   size_t RunReady();
 
   const std::shared_ptr<ClientResources> resources_;
+  // Parking limits and idle polls are timed on it, as the sessions' leases.
+  const Clock clock_;
   client_internal::OpPool ops_;
   client_internal::GroupSessions groups_;
   absl::Duration lease_ = absl::Seconds(3);  // The map's.
@@ -157,7 +160,7 @@ void ClusterClient::Dispatch(OpPtr op) {
     // Its copies are being made to agree: the operation waits for that
     // rather than fail at once.
     if (op->park_until == absl::InfiniteFuture()) {
-      op->park_until = absl::Now() + client_internal::ParkingLimit(lease_);
+      op->park_until = clock_() + client_internal::ParkingLimit(lease_);
     }
     g->waiting.push_back(std::move(op));
     parked_++;
@@ -224,7 +227,7 @@ void ClusterClient::OnDone(client_internal::ClusterOp* raw, Result result) {
 void ClusterClient::Unpark() {
   if (parked_ == 0) return;
   map_.Sync();
-  const absl::Time now = absl::Now();
+  const absl::Time now = clock_();
   parked_ = 0;
   for (auto& [id, g] : groups_.groups()) {
     if (g.waiting.empty()) continue;
@@ -281,7 +284,7 @@ size_t ClusterClient::Poll(absl::Duration timeout) {
   for (Client* s : busy) finished += s->Poll(absl::ZeroDuration());
   // The others too, now and then: a session renews its lease as it polls,
   // and one left unrenewed would be fenced for being idle.
-  if (const absl::Time now = absl::Now(); now >= next_idle_poll_) {
+  if (const absl::Time now = clock_(); now >= next_idle_poll_) {
     next_idle_poll_ = now + absl::Milliseconds(10);
     for (Client* s : idle) finished += s->Poll(absl::ZeroDuration());
   }

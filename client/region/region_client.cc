@@ -52,7 +52,7 @@ std::atomic<uint64_t> next_region_id{1};
 constexpr absl::Duration kStaleLinger = absl::Seconds(1);
 
 client_internal::OpenOptions WithDefaults(client_internal::OpenOptions options) {
-  if (!options.clock) options.clock = [] { return absl::Now(); };
+  options.clock = OrMonotonic(std::move(options.clock));
   options.max_outstanding = std::max<uint32_t>(1, options.max_outstanding);
   return options;
 }
@@ -78,9 +78,9 @@ class ClientImpl final : public client_internal::RegionClient, public client_int
     // replaced block, and a commit that never lands leaves its intent for
     // the next operation on the key to finish. Bounded: a dead server fails
     // them.
-    for (const absl::Time deadline = absl::Now() + absl::Seconds(5);
+    for (const absl::Time deadline = Now() + absl::Seconds(5);
          (scheduler_.tails() > 0 || pool_push_ || lease_waiting_ > 0 || census_waiting_ > 0) &&
-         copies_.connected() && absl::Now() < deadline;) {
+         copies_.connected() && Now() < deadline;) {
       Poll(absl::Milliseconds(100));
     }
     // The blocking rounds below take the queue pairs' next completions as

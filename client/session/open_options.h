@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "absl/time/time.h"
+#include "common/monotonic_clock.h"
 #include "rkv/client.h"
 
 namespace rkv {
@@ -29,8 +30,8 @@ struct OpenOptions : ClientOptions {
   // A fabric to use instead of opening `fabric_kind`; clients may share
   // one (it is thread-safe).
   std::shared_ptr<fabric::Fabric> fabric;
-  // The time source (empty: absl::Now).
-  std::function<absl::Time()> clock;
+  // The time source (empty: the machine's monotonic clock).
+  Clock clock;
 };
 
 }  // namespace client_internal

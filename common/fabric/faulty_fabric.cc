@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/fabric/work_request_check.h"
+#include "common/monotonic_clock.h"
 #include "common/random.h"
 
 namespace rkv::fabric {
@@ -23,8 +24,8 @@ namespace {
 // signal are swallowed unless they carry an error, as a NIC does.
 class FaultyQueuePair final : public QueuePair {
  public:
-  FaultyQueuePair(std::unique_ptr<QueuePair> inner, const FaultOptions& faults,
-                  std::function<absl::Time()> clock, uint64_t seed)
+  FaultyQueuePair(std::unique_ptr<QueuePair> inner, const FaultOptions& faults, Clock clock,
+                  uint64_t seed)
       : inner_(std::move(inner)),
         limits_(inner_->limits()),
         faults_(faults),
@@ -59,7 +60,7 @@ class FaultyQueuePair final : public QueuePair {
     std::string inline_data;
   };
 
-  absl::Time Now() const { return clock_ ? clock_() : absl::Now(); }
+  absl::Time Now() const { return clock_ ? clock_() : MonotonicNow(); }
   // Sends held requests whose time has come, in order.
   void PumpLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Retires sent requests as the inner queue pair completed them.
@@ -82,7 +83,7 @@ class FaultyQueuePair final : public QueuePair {
   std::vector<std::shared_ptr<QueuePair>> broken_ ABSL_GUARDED_BY(mu_);
   const QueuePairLimits limits_;
   const FaultOptions faults_;
-  const std::function<absl::Time()> clock_;
+  const Clock clock_;
   Rng rng_ ABSL_GUARDED_BY(mu_);
   std::deque<Entry> sent_ ABSL_GUARDED_BY(mu_);  // Posted to inner_, not retired.
   std::deque<Entry> held_ ABSL_GUARDED_BY(mu_);  // Not yet posted to inner_.
@@ -260,8 +261,7 @@ class FaultyChannel final : public CompletionChannel {
 
 class FaultyFabric final : public Fabric {
  public:
-  FaultyFabric(std::unique_ptr<Fabric> inner, const FaultOptions& faults,
-               std::function<absl::Time()> clock)
+  FaultyFabric(std::unique_ptr<Fabric> inner, const FaultOptions& faults, Clock clock)
       : inner_(std::move(inner)), faults_(faults), clock_(std::move(clock)) {}
 
   FabricKind kind() const override { return inner_->kind(); }
@@ -299,7 +299,7 @@ class FaultyFabric final : public Fabric {
  private:
   const std::unique_ptr<Fabric> inner_;
   const FaultOptions faults_;
-  const std::function<absl::Time()> clock_;
+  const Clock clock_;
   std::atomic<uint64_t> next_qp_{0};
 };
 
@@ -341,7 +341,7 @@ absl::StatusOr<FaultOptions> ParseFaultOptions(absl::string_view text) {
 }
 
 std::unique_ptr<Fabric> InjectFaults(std::unique_ptr<Fabric> fabric, const FaultOptions& faults,
-                                     std::function<absl::Time()> clock) {
+                                     Clock clock) {
   return std::make_unique<FaultyFabric>(std::move(fabric), faults, std::move(clock));
 }
 

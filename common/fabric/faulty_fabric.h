@@ -14,6 +14,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/fabric/fabric.h"
+#include "common/monotonic_clock.h"
 
 namespace rkv::fabric {
 
@@ -39,10 +40,11 @@ absl::StatusOr<FaultOptions> ParseFaultOptions(absl::string_view text);
 // A fabric whose queue pairs inject `faults` into what they post; memory
 // registration and listening pass through. Each queue pair draws from its
 // own generator, seeded from `faults.seed` and the order of connects.
-// Delays are measured on `clock` (absl::Now when unset); the simulation
-// passes one that advances as it runs, so that runs replay.
+// Delays are measured on `clock` (the machine's monotonic clock when
+// unset); the simulation passes one that advances as it runs, so that runs
+// replay.
 std::unique_ptr<Fabric> InjectFaults(std::unique_ptr<Fabric> fabric, const FaultOptions& faults,
-                                     std::function<absl::Time()> clock = {});
+                                     Clock clock = {});
 
 }  // namespace rkv::fabric
 

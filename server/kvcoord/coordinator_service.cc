@@ -4,7 +4,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/logging.h"
-#include "common/monotonic_clock.h"
 #include "common/socket.h"
 
 namespace rkv::server {
@@ -44,7 +43,7 @@ grpc::Status ValidateRegion(const proto::RegionDescriptor& r) {
 }  // namespace
 
 CoordinatorService::CoordinatorService(CoordinatorOptions options)
-    : options_(std::move(options)), groups_(options_.replicas) {
+    : options_(WithClock(std::move(options))), groups_(options_.replicas) {
   lease_thread_ = std::thread([this] { LeaseLoop(); });
 }
 
@@ -98,7 +97,7 @@ bool CoordinatorService::LoadLocked(const proto::ClusterMap& state) {
   }
   groups_ = std::move(groups);
   std::map<std::string, ServerEntry> servers;
-  const absl::Time now = MonotonicNow();
+  const absl::Time now = Now();
   for (const proto::ServerInfo& s : state.servers()) {
     ServerEntry& e = servers[s.id()];
     e.info = s;
@@ -158,7 +157,7 @@ grpc::Status CoordinatorService::Authenticate(grpc::ServerContext* ctx, const ch
 }
 
 grpc::Status CoordinatorService::CheckLeading(grpc::ServerContext* ctx, const Leadership& l) const {
-  if (store_ != nullptr && refused_.ok() && l.CanRenew(MonotonicNow())) return grpc::Status::OK;
+  if (store_ != nullptr && refused_.ok() && l.CanRenew(Now())) return grpc::Status::OK;
   const std::string leader = store_ == nullptr ? "" : store_->LeaderAddress();
   if (!leader.empty() && leader != address_) ctx->AddTrailingMetadata(kLeaderMetadata, leader);
   return grpc::Status(grpc::StatusCode::UNAVAILABLE,
@@ -204,7 +203,7 @@ proto::ClusterMap CoordinatorService::MapLocked() const {
   map.set_epoch(epoch_);
   map.set_term(term_);
   map.set_lease_ms(absl::ToInt64Milliseconds(options_.lease));
-  const absl::Time now = MonotonicNow();
+  const absl::Time now = Now();
   for (const auto& [id, e] : servers_) {
     proto::ServerInfo* s = map.add_servers();
     *s = e.info;
@@ -235,7 +234,7 @@ grpc::Status CoordinatorService::Register(grpc::ServerContext* ctx,
   *e.info.mutable_region() = req->region();
   *e.info.mutable_stats() = req->stats();
   e.info.set_state(proto::SERVER_STATE_UP);
-  e.last_heard = MonotonicNow();
+  e.last_heard = Now();
   e.chunk_hashes.assign(req->chunk_hashes().begin(), req->chunk_hashes().end());
   if (!CommitLocked(std::move(before))) {
     return grpc::Status(grpc::StatusCode::UNAVAILABLE,
@@ -264,7 +263,7 @@ grpc::Status CoordinatorService::Heartbeat(grpc::ServerContext* ctx,
   // Orders (fences, pushes, changes of state, and answers that make a
   // server register anew) only while no other coordinator can have taken
   // over; a renewal a little longer.
-  auto can_order = [this] { return LeadershipLocked().CanOrder(MonotonicNow()); };
+  auto can_order = [this] { return LeadershipLocked().CanOrder(Now()); };
   auto it = servers_.find(req->id());
   if (it == servers_.end() || it->second.info.region().generation() != req->generation()) {
     if (!can_order()) return CheckLeading(ctx, {});
@@ -282,11 +281,11 @@ grpc::Status CoordinatorService::Heartbeat(grpc::ServerContext* ctx,
     if (!can_order()) return CheckLeading(ctx, {});
     // Its group went on without it: it must not serve a client that still
     // takes it for a member. It fences itself and registers anew.
-    e.last_heard = MonotonicNow();
+    e.last_heard = Now();
     resp->set_fence(true);
     return grpc::Status::OK;
   }
-  e.last_heard = MonotonicNow();
+  e.last_heard = Now();
   *e.info.mutable_stats() = req->stats();
   SetCensusLocked(req->id(), req->generation(), resp);
   if (!can_order()) return grpc::Status::OK;
@@ -395,7 +394,7 @@ grpc::Status CoordinatorService::GetClusterMap(grpc::ServerContext* ctx,
 }
 
 void CoordinatorService::NoteGroupChangesLocked(const ReplicaGroups& before) {
-  const absl::Time now = MonotonicNow();
+  const absl::Time now = Now();
   std::map<std::string, const ReplicaGroup*> was;
   for (const ReplicaGroup& g : before.groups()) was[g.id] = &g;
   // A time ended: observed, and forgotten.
@@ -431,7 +430,7 @@ CoordinatorService::Snapshot CoordinatorService::MetricsSnapshot() const {
   std::lock_guard<std::mutex> lock(mu_);
   Snapshot s;
   if (loaded_) s.map = MapLocked();
-  s.leading = LeadershipLocked().CanRenew(MonotonicNow());
+  s.leading = LeadershipLocked().CanRenew(Now());
   s.commits = commits_;
   s.commit_failures = commit_failures_;
   s.reconfigurations = reconfigurations_;
@@ -483,7 +482,7 @@ grpc::Status CoordinatorService::Describe(grpc::ServerContext* ctx, const proto:
     resp->set_ready(loaded_ && store->Current());
   }
   StoreDescription d = store->Describe();
-  resp->set_leading(l.CanRenew(MonotonicNow()));
+  resp->set_leading(l.CanRenew(Now()));
   resp->set_term(l.term);
   resp->set_leader_address(resp->leading() ? resp->address() : d.leader_address);
   resp->set_store(d.kind);
@@ -495,7 +494,7 @@ void CoordinatorService::LeaseLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
     changed_.wait_for(lock, absl::ToChronoMilliseconds(options_.lease / 4));
-    const absl::Time now = MonotonicNow();
+    const absl::Time now = Now();
     if (!LeadershipLocked().CanOrder(now)) continue;
     Saved before = SaveLocked();
     std::vector<std::string> missed;

@@ -25,6 +25,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "common/monotonic_clock.h"
 #include "common/prometheus_text.h"
 #include "rkvpb/coordinator.grpc.pb.h"
 #include "server/kvcoord/replica_groups.h"
@@ -41,6 +42,9 @@ struct CoordinatorOptions {
   std::string token;
   absl::Duration lease = absl::Seconds(3);
   uint32_t replicas = 1;
+  // What leases and the leadership are timed on (empty: the machine's
+  // monotonic clock); the store's leadership() must be on the same one.
+  Clock clock;
 };
 
 class CoordinatorService final : public proto::Coordinator::Service, private StateStore::Listener {
@@ -94,7 +98,7 @@ class CoordinatorService final : public proto::Coordinator::Service, private Sta
  private:
   struct ServerEntry {
     proto::ServerInfo info;
-    absl::Time last_heard;  // MonotonicNow(): leases never see a step of the wall clock.
+    absl::Time last_heard;  // On options_.clock: leases never see a step of the wall clock.
     // Its region's chunk hashes, sent with its registration after a fence
     // (for the push that corrects it); not part of the map, nor stored: a
     // push ordered by a coordinator that did not get them copies whole.
@@ -132,6 +136,12 @@ class CoordinatorService final : public proto::Coordinator::Service, private Sta
   // keeping what was heard of leases and usage since — and returns false.
   bool CommitLocked(Saved before);
   void LeaseLoop();
+
+  static CoordinatorOptions WithClock(CoordinatorOptions o) {
+    o.clock = OrMonotonic(std::move(o.clock));
+    return o;
+  }
+  absl::Time Now() const { return options_.clock(); }
 
   const CoordinatorOptions options_;
   mutable std::mutex mu_;

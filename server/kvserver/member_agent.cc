@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "common/logging.h"
-#include "common/monotonic_clock.h"
 
 namespace rkv::server {
 namespace {
@@ -140,7 +139,7 @@ absl::Duration MemberAgent::RpcTimeout() const {
   // coordinator, which heard that renewal later, may give its group to
   // the others.
   if (replicas_ > 1 && registered_) {
-    return std::clamp(FenceBy() - MonotonicNow(), absl::Milliseconds(1), absl::Seconds(2));
+    return std::clamp(FenceBy() - Now(), absl::Milliseconds(1), absl::Seconds(2));
   }
   return absl::Seconds(2);
 }
@@ -225,7 +224,7 @@ bool MemberAgent::Stale(uint64_t term) {
 }
 
 grpc::Status MemberAgent::Exchange() {
-  const absl::Time sent = MonotonicNow();
+  const absl::Time sent = Now();
   if (!registered_) {
     proto::RegisterRequest req;
     req.set_id(id_);
@@ -292,7 +291,7 @@ grpc::Status MemberAgent::Exchange() {
     // Only older terms heard for a lease: the newer one is gone for good
     // (the control plane's state started afresh). Registering again takes
     // the term that leads now.
-    if (stale && MonotonicNow() - renewed_at_ > lease_) registered_ = false;
+    if (stale && Now() - renewed_at_ > lease_) registered_ = false;
     return s;
   }
   term_ = resp.term();
@@ -323,7 +322,7 @@ absl::Status MemberAgent::Run(const volatile std::sig_atomic_t* stop) {
   bool reported_outage = false;
   while (!*stop) {
     const bool was_registered = registered_;
-    if (replicas_ > 1 && registered_ && MonotonicNow() >= FenceBy()) {
+    if (replicas_ > 1 && registered_ && Now() >= FenceBy()) {
       Fence("the lease could not be renewed");
       continue;
     }
@@ -348,13 +347,13 @@ absl::Status MemberAgent::Run(const volatile std::sig_atomic_t* stop) {
         !registered_ ? absl::Milliseconds(500)
         : hurry_     ? absl::Milliseconds(20)
                      : std::max(absl::Milliseconds(50), lease_ / (replicas_ > 1 ? 6 : 3));
-    const absl::Time until = MonotonicNow() + interval;
+    const absl::Time until = Now() + interval;
     const bool pushing = push_ != nullptr && !push_->finished();
-    while (!*stop && MonotonicNow() < until) {
+    while (!*stop && Now() < until) {
       if (pushing && push_->finished()) break;  // Report it at once.
       // Replicated: three quarters of a lease unrenewed, and the
       // coordinator may soon give the group to the other members.
-      if (replicas_ > 1 && registered_ && MonotonicNow() >= FenceBy()) break;
+      if (replicas_ > 1 && registered_ && Now() >= FenceBy()) break;
       absl::SleepFor(absl::Milliseconds(10));
     }
   }

@@ -77,6 +77,9 @@ class MemberAgent {
   absl::Duration RpcTimeout() const;
   // How long one coordinator of the list is given to answer.
   absl::Duration PerTry() const;
+  // The node's monotonic clock (the region's): leases never see a step of
+  // the wall clock.
+  absl::Time Now() const { return region_.clock()(); }
   // Whether a coordinator of `term` was deposed (see term_).
   bool Stale(uint64_t term);
 
@@ -96,7 +99,7 @@ class MemberAgent {
   absl::Duration lease_ = absl::Seconds(3);
   // When the last heartbeat that renewed the lease was sent: the lease
   // holds until then + lease_ at the coordinator, which heard it later.
-  absl::Time renewed_at_ = absl::InfinitePast();  // MonotonicNow(), as FenceBy.
+  absl::Time renewed_at_ = absl::InfinitePast();  // On the region's clock, as FenceBy.
   // Replicated: when this server must have fenced itself, unless renewed:
   // a quarter lease before the coordinator, which heard the renewal later,
   // can declare the lease lost.

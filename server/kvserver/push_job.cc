@@ -3,8 +3,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "common/logging.h"
+#include "common/monotonic_clock.h"
 #include "common/status.h"
 
 namespace rkv::server {
@@ -53,14 +53,14 @@ PushProgress PushJob::Progress() const {
 }
 
 void PushJob::Run() {
-  const absl::Time start = absl::Now();
+  const absl::Time start = MonotonicNow();
   const absl::StatusOr<uint64_t> sent = SettleAndPush();
   if (!sent.ok()) {
     error_ = std::string(sent.status().message());
     RKV_LOG(WARNING) << "push for group " << order_.group << " failed: " << sent.status();
   } else {
     RKV_LOG(INFO) << "push for group " << order_.group << " done: " << (*sent >> 10)
-                  << " KiB sent of " << (total_ >> 10) << " KiB in " << absl::Now() - start;
+                  << " KiB sent of " << (total_ >> 10) << " KiB in " << MonotonicNow() - start;
   }
   finished_ = true;
 }

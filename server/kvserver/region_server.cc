@@ -80,7 +80,7 @@ absl::StatusOr<std::unique_ptr<RegionServer>> RegionServer::Create(
   if (options.grace_period < absl::Microseconds(1)) {
     return absl::InvalidArgumentError("the grace period must be at least a microsecond");
   }
-  std::unique_ptr<RegionServer> s(new RegionServer(fabric));
+  std::unique_ptr<RegionServer> s(new RegionServer(fabric, options.clock));
   s->token_ = options.token;
   if (!options.region_file.empty()) {
     RKV_RETURN_IF_ERROR(s->MapFile(options));
@@ -143,7 +143,7 @@ void RegionServer::RunLeaseChecks() {
   std::unique_lock<std::mutex> lock(lease_mu_);
   while (!lease_cv_.wait_for(lock, reclaim_->busy() ? often : period,
                              [this] { return stop_leases_; })) {
-    CheckLeasesLocked(absl::Now());
+    CheckLeasesLocked(clock_());
   }
 }
 
@@ -368,6 +368,7 @@ struct RegionServer::PushState {
   absl::Time heard;  // The last completion, or the last moment nothing was in flight.
   std::vector<fabric::WorkRequest> batch;
   fabric::Completion completions[64];
+  Clock clock;  // The server's.
 
   int in_flight() const { return window - static_cast<int>(free_slots.size()); }
   uint8_t* slot(int i) const { return staging.get() + static_cast<size_t>(i) * chunk_bytes; }
@@ -377,12 +378,12 @@ struct RegionServer::PushState {
     if (control.while_waiting) control.while_waiting();
     const size_t got = qp->Wait(absl::MakeSpan(completions), absl::Milliseconds(100));
     if (got == 0) {
-      if (absl::Now() - heard > absl::Seconds(10)) {
+      if (clock() - heard > absl::Seconds(10)) {
         return absl::DeadlineExceededError("no completion from the target in 10 s");
       }
       return absl::OkStatus();
     }
-    heard = absl::Now();
+    heard = clock();
     for (size_t i = 0; i < got; ++i) {
       if (completions[i].status != fabric::CompletionStatus::kSuccess) {
         return absl::UnavailableError(absl::StrCat(
@@ -398,9 +399,9 @@ struct RegionServer::PushState {
   // Nothing may still be landing once a cancelled push returns: waits for
   // what is posted, unless the target has gone quiet for 10 s.
   void DrainPosted() {
-    for (int left = in_flight(); left > 0 && absl::Now() - heard < absl::Seconds(10);) {
+    for (int left = in_flight(); left > 0 && clock() - heard < absl::Seconds(10);) {
       const size_t got = qp->Wait(absl::MakeSpan(completions), absl::Milliseconds(100));
-      if (got > 0) heard = absl::Now();
+      if (got > 0) heard = clock();
       left -= static_cast<int>(got);
     }
   }
@@ -422,6 +423,7 @@ absl::Status RegionServer::CheckPushArguments(const fabric::RemoteRegion& t, siz
 absl::StatusOr<std::unique_ptr<RegionServer::PushState>> RegionServer::OpenPush(
     const fabric::RemoteRegion& t) {
   auto push = std::make_unique<PushState>();
+  push->clock = clock_;
   // Chunks go out of a staging buffer, copied with word loads: serving,
   // the region changes under the copy (a torn chunk is sent again when the
   // spare joins), and a chunk's hash must be that of the bytes sent.
@@ -438,7 +440,7 @@ absl::StatusOr<std::unique_ptr<RegionServer::PushState>> RegionServer::OpenPush(
   RKV_RETURN_IF_ERROR(CheckTarget(*push->qp, t, push->staging.get(), push->mr->lkey()));
   for (int i = push->window - 1; i >= 0; --i) push->free_slots.push_back(i);
   push->lengths.resize(push->window);
-  push->start = push->heard = absl::Now();
+  push->start = push->heard = clock_();
   return push;
 }
 
@@ -451,7 +453,7 @@ absl::Status RegionServer::PostChunks(PushState& push, absl::Span<const Chunk> c
     const Chunk& c = chunks[push.next];
     if (c.starts_range && push.in_flight() > 0) break;  // The last range lands first.
     if (control.bytes_per_second > 0 &&
-        absl::Now() < push.start + absl::Seconds(double(push.sent) / control.bytes_per_second)) {
+        clock_() < push.start + absl::Seconds(double(push.sent) / control.bytes_per_second)) {
       break;  // Over the ceiling: wait for completions, or a while.
     }
     const int slot = push.free_slots.back();
@@ -491,7 +493,7 @@ absl::StatusOr<uint64_t> RegionServer::Push(const fabric::RemoteRegion& t,
       if (push->next < chunks.size() && !control.cancel->load()) {
         absl::SleepFor(absl::Milliseconds(5));
       }
-      push->heard = absl::Now();
+      push->heard = clock_();
       continue;
     }
     RKV_RETURN_IF_ERROR(push->AwaitCompletions(control));

@@ -26,6 +26,7 @@
 #include "absl/types/span.h"
 #include "common/fabric/fabric.h"
 #include "common/layout/region_format.h"
+#include "common/monotonic_clock.h"
 #include "server/kvserver/heap_reclaim.h"
 #include "server/kvserver/session_leases.h"
 
@@ -58,6 +59,9 @@ struct RegionServerOptions {
   // Whether a thread of the server checks the leases; false: its owner
   // calls CheckLeases (the deterministic simulation, on its own clock).
   bool lease_thread = true;
+  // What the lease thread and a push's timeouts and rate ceiling read
+  // (empty: the machine's monotonic clock).
+  Clock clock;
   // Whether the heap fenced sessions held is taken back while serving
   // (HeapReclaim): on a replicated region, only by the primary, once told
   // its backups (SetReclaim).
@@ -92,6 +96,9 @@ class RegionServer {
   fabric::RemoteRegion address() const;
   const layout::Layout& layout() const { return layout_; }
   uint64_t generation() const { return layout_.generation; }
+  // The node's monotonic clock (RegionServerOptions::clock): what its
+  // leases, and its agent's, are timed on.
+  const Clock& clock() const { return clock_; }
   // True when the region came from an existing file.
   bool recovered() const { return recovered_; }
 
@@ -173,7 +180,8 @@ class RegionServer {
   uint8_t* MemoryForTesting() const { return memory_; }
 
  private:
-  explicit RegionServer(fabric::Fabric& fabric) : fabric_(&fabric) {}
+  RegionServer(fabric::Fabric& fabric, Clock clock)
+      : fabric_(&fabric), clock_(OrMonotonic(std::move(clock))) {}
   absl::Status MapFile(const RegionServerOptions& options);
   uint64_t PushChunkBytes() const;
   void RunLeaseChecks();
@@ -197,6 +205,7 @@ class RegionServer {
                           const PushControl& control);
 
   fabric::Fabric* fabric_;
+  const Clock clock_;
   std::string token_;
   layout::Layout layout_;
   uint8_t* memory_ = nullptr;  // mmap'ed, owned.

@@ -8,8 +8,8 @@
 #include <cerrno>
 #include <cstring>
 
-#include "absl/time/clock.h"
 #include "common/logging.h"
+#include "common/monotonic_clock.h"
 #include "common/status.h"
 
 namespace rkv::fabric {
@@ -108,7 +108,7 @@ bool SoftTargetLoop::TakeIncoming() {
     }
     fenced_.notify_all();
   }
-  const absl::Time deadline = absl::Now() + SoftTargetConnection::kHandshakeTimeout;
+  const absl::Time deadline = MonotonicNow() + SoftTargetConnection::kHandshakeTimeout;
   for (Fd& fd : incoming) {
     const uint64_t id = next_id_++;
     auto connection = std::make_unique<SoftTargetConnection>(context_, served_, std::move(fd));
@@ -138,7 +138,7 @@ void SoftTargetLoop::Close(uint64_t id) {
 
 int SoftTargetLoop::ExpireHandshakes() {
   if (handshakes_.empty()) return -1;
-  const absl::Time now = absl::Now();
+  const absl::Time now = MonotonicNow();
   while (!handshakes_.empty()) {
     const auto [deadline, id] = handshakes_.front();
     auto it = connections_.find(id);
@@ -176,8 +176,9 @@ void SoftTargetLoop::RunLoop() {
     if (n == 0 && ready_.empty()) {
       // Idle: spin a while (soft_busy_poll), then sleep until something
       // arrives or a handshake expires.
-      const absl::Time until = absl::Now() + context_.busy_poll;
-      while (n == 0 && absl::Now() < until) n = ::epoll_wait(epoll_.get(), events, kMaxEvents, 0);
+      const absl::Time until = MonotonicNow() + context_.busy_poll;
+      while (n == 0 && MonotonicNow() < until)
+        n = ::epoll_wait(epoll_.get(), events, kMaxEvents, 0);
       if (n == 0) n = ::epoll_wait(epoll_.get(), events, kMaxEvents, deadline_ms);
     }
     if (n < 0 && errno != EINTR) {

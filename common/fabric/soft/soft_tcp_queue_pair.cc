@@ -24,11 +24,11 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "common/fabric/soft/soft_queue_pair.h"
 #include "common/fabric/soft/soft_tcp.h"
 #include "common/fabric/soft/soft_wire.h"
 #include "common/logging.h"
+#include "common/monotonic_clock.h"
 #include "common/socket.h"
 #include "common/status.h"
 
@@ -45,7 +45,7 @@ constexpr absl::Duration kPostRecheck = absl::Seconds(1);
 // The time left until `deadline`, for ppoll/epoll_pwait2 (null: forever).
 const timespec* TimeLeft(absl::Time deadline, timespec* ts) {
   if (deadline == absl::InfiniteFuture()) return nullptr;
-  *ts = absl::ToTimespec(std::max(deadline - absl::Now(), absl::ZeroDuration()));
+  *ts = absl::ToTimespec(std::max(deadline - MonotonicNow(), absl::ZeroDuration()));
   return ts;
 }
 
@@ -134,7 +134,7 @@ class SoftTcpCompletionChannel final : public SoftCompletionChannel {
   }
 
   void Wait(absl::Duration timeout) override {
-    const absl::Time deadline = absl::Now() + timeout;
+    const absl::Time deadline = MonotonicNow() + timeout;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (std::exchange(pending_, false)) return;
@@ -142,8 +142,8 @@ class SoftTcpCompletionChannel final : public SoftCompletionChannel {
     }
     epoll_event events[64];
     int n = 0;
-    const absl::Time spin_until = std::min(deadline, absl::Now() + busy_poll_);
-    while (n == 0 && absl::Now() < spin_until) n = ::epoll_wait(epoll_fd_.get(), events, 64, 0);
+    const absl::Time spin_until = std::min(deadline, MonotonicNow() + busy_poll_);
+    while (n == 0 && MonotonicNow() < spin_until) n = ::epoll_wait(epoll_fd_.get(), events, 64, 0);
     timespec ts;
     // Returns for an event, the timeout, or EINTR (early is allowed).
     if (n == 0) ::epoll_pwait2(epoll_fd_.get(), events, 64, TimeLeft(deadline, &ts), nullptr);
@@ -433,9 +433,9 @@ size_t SoftTcpQueuePair::Poll(absl::Span<Completion> out) {
 size_t SoftTcpQueuePair::Wait(absl::Span<Completion> out, absl::Duration timeout) {
   size_t n = Poll(out);
   if (n > 0 || timeout <= absl::ZeroDuration()) return n;
-  const absl::Time deadline = absl::Now() + timeout;
-  for (const absl::Time until = std::min(deadline, absl::Now() + busy_poll_);
-       absl::Now() < until;) {
+  const absl::Time deadline = MonotonicNow() + timeout;
+  for (const absl::Time until = std::min(deadline, MonotonicNow() + busy_poll_);
+       MonotonicNow() < until;) {
     if ((n = Poll(out)) > 0) return n;
   }
   for (;;) {
@@ -471,7 +471,7 @@ size_t SoftTcpQueuePair::Wait(absl::Span<Completion> out, absl::Duration timeout
       wake_.RemoveSleeper();
     }
     n = Poll(out);
-    if (n > 0 || absl::Now() >= deadline) return n;
+    if (n > 0 || MonotonicNow() >= deadline) return n;
   }
 }
 

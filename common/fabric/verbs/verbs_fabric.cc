@@ -22,13 +22,13 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "common/fabric/peer_departures.h"
 #include "common/fabric/served_tally.h"
 #include "common/fabric/verbs/verbs_connect.h"
 #include "common/fabric/verbs/verbs_device.h"
 #include "common/fabric/work_request_check.h"
 #include "common/logging.h"
+#include "common/monotonic_clock.h"
 #include "common/socket.h"
 #include "common/status.h"
 
@@ -344,11 +344,11 @@ class VerbsQueuePair final : public QueuePair {
   size_t Wait(absl::Span<Completion> out, absl::Duration timeout) override {
     // Completions usually arrive in microseconds: spin a little, as verbs
     // clients do, then sleep on the completion channel.
-    const absl::Time start = absl::Now();
+    const absl::Time start = MonotonicNow();
     const absl::Time deadline = start + timeout;
     for (;;) {
       if (size_t n = Poll(out); n > 0) return n;
-      const absl::Time now = absl::Now();
+      const absl::Time now = MonotonicNow();
       if (now >= deadline) return 0;
       if (now - start < kSpinBeforeSleep) continue;
       if (channel_ != nullptr) {  // Shared: it keeps the CQ armed.
@@ -519,7 +519,7 @@ class VerbsListener final : public Listener {
   };
 
   void EventLoop() {
-    absl::Time last_probe = absl::Now();
+    absl::Time last_probe = MonotonicNow();
     while (!stopping_.load()) {
       pollfd pfd{listen_->channel->fd, POLLIN, 0};
       const bool ready = ::poll(&pfd, 1, 100) > 0;
@@ -531,9 +531,9 @@ class VerbsListener final : public Listener {
         }
       }
       ReapProbes();
-      if (absl::Now() - last_probe >= kProbeInterval) {
+      if (MonotonicNow() - last_probe >= kProbeInterval) {
         SendProbes();
-        last_probe = absl::Now();
+        last_probe = MonotonicNow();
       }
     }
   }
