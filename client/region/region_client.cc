@@ -24,6 +24,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -118,6 +119,12 @@ class ClientImpl final : public client_internal::RegionClient, public client_int
   client_internal::HeapAllocator& heap() override { return *heap_; }
   client_internal::SlotCache& cache() override { return resources_->cache(); }
   Rng& rng() override { return rng_; }
+
+  // RegionSession.
+  void Submit(OpType type, absl::string_view key, absl::string_view value, GetCallback on_get,
+              DoneCallback on_done) override {
+    scheduler_.Submit(type, key, value, std::move(on_get), std::move(on_done));
+  }
 
   // Client.
   void GetAsync(absl::string_view key, GetCallback done) override {

@@ -1,8 +1,9 @@
 // A session with one server's region — or with the mirrored copies of one
 // region, the primary first — that runs operations' rounds over it (the
-// protocol in client/protocol/) with shared doorbells. It is a Client of its
-// own (the tests, benchmarks and the cluster client open it) and the
-// cluster client's session with one replica group.
+// protocol in client/protocol/) with shared doorbells. It is the cluster
+// client's session with one replica group, which reaches it as a
+// RegionSession (region_session.h); and a Client of its own, for the
+// tests, benchmarks and tools that open one region without a coordinator.
 #ifndef RKV_CLIENT_REGION_REGION_CLIENT_H_
 #define RKV_CLIENT_REGION_REGION_CLIENT_H_
 
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "client/region/region_session.h"
 #include "client/session/broken_protocol.h"
 #include "client/session/client_resources.h"
 #include "client/session/open_options.h"
@@ -18,8 +20,13 @@
 
 namespace rkv::client_internal {
 
-class RegionClient : public Client {
+class RegionClient : public Client, public RegionSession {
  public:
+  // Both bases name these; one implementation serves both.
+  using Client::costs;
+  using Client::in_flight;
+  using Client::Poll;
+
   // The connection's own counters: doorbells here count shared rounds once.
   virtual fabric::QueuePairCounters connection_counters() const = 0;
 };
