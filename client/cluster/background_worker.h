@@ -1,7 +1,8 @@
-// Threads that do a client's blocking work — connecting to a server,
-// fetching the cluster map — so that none of its calls waits on the
-// network. Each job's continuation runs later on the client's own thread,
-// inside RunFinished(), so that it may touch the client without locks.
+// The cluster client's executor by default (executor.h): threads that do
+// its blocking work — connecting to a server, fetching the cluster map —
+// so that none of its calls waits on the network. Each job's continuation
+// runs later on the client's own thread, inside RunFinished(), so that it
+// may touch the client without locks.
 #ifndef RKV_CLIENT_CLUSTER_BACKGROUND_WORKER_H_
 #define RKV_CLIENT_CLUSTER_BACKGROUND_WORKER_H_
 
@@ -15,26 +16,26 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/time/time.h"
+#include "client/cluster/executor.h"
 
 namespace rkv::client_internal {
 
-class BackgroundWorker {
+class BackgroundWorker final : public Executor {
  public:
   explicit BackgroundWorker(int threads);
   // Waits for the jobs running now (each is bounded by its own timeout);
   // jobs not started, and continuations not run, are dropped.
-  ~BackgroundWorker();
+  ~BackgroundWorker() override;
   BackgroundWorker(const BackgroundWorker&) = delete;
   BackgroundWorker& operator=(const BackgroundWorker&) = delete;
 
   // Runs `work` on a worker thread, then `then` inside a RunFinished().
-  void Run(std::function<void()> work, std::function<void()> then);
-  // Runs the continuations of finished jobs; returns how many ran.
-  size_t RunFinished();
-  // Jobs whose continuation has not run yet.
-  size_t pending() const;
-  // Waits up to `timeout` for a job to finish (at once if one has).
-  void WaitFinished(absl::Duration timeout);
+  void Run(std::function<void()> work, std::function<void()> then) override;
+  size_t RunFinished() override;
+  size_t pending() const override;
+  // With no job pending, this is a sleep: the client waits for time to
+  // pass (a parked operation's limit).
+  void WaitFinished(absl::Duration timeout) override;
 
  private:
   struct Job {

@@ -5,11 +5,16 @@
 // its session (or waiting while it connects, or parked while the group
 // reconfigures), retried where that is safe, completed exactly once. All
 // of it runs on the thread that calls the client; only blocking work
-// (connects, map fetches, the watch stream) runs elsewhere.
+// (connects, map fetches) runs elsewhere, on its executor, and the watch
+// stream in its map source. Those two are shells with no decision in them,
+// chosen when the client opens (OpenOptions): the coordinators over gRPC
+// and two threads by default, maps fed by hand and work run on one thread
+// in the deterministic simulation.
 #include "client/cluster/cluster_client.h"
 
 #include <algorithm>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -17,7 +22,10 @@
 #include <vector>
 
 #include "client/cluster/background_worker.h"
+#include "client/cluster/coordinator_map_source.h"
+#include "client/cluster/executor.h"
 #include "client/cluster/group_sessions.h"
+#include "client/cluster/map_source.h"
 #include "client/cluster/map_watcher.h"
 #include "client/cluster/op_pool.h"
 #include "client/cluster/retry_policy.h"
@@ -28,31 +36,42 @@
 namespace rkv {
 namespace {
 
-using client_internal::BackgroundWorker;
 using client_internal::ClientResources;
+using client_internal::Executor;
 using client_internal::Group;
+using client_internal::MapSource;
 using client_internal::MapWatcher;
 using client_internal::OpPtr;
+using client_internal::RegionSession;
+
+// What the groups' sessions are opened with: the client's options, less
+// what is the cluster client's alone.
+client_internal::OpenOptions SessionOptions(client_internal::OpenOptions options) {
+  options.map_source = nullptr;
+  options.executor = nullptr;
+  return options;
+}
 
 const absl::Status& StatusOf(const absl::Status& s) { return s; }
 const absl::Status& StatusOf(const absl::StatusOr<std::string>& s) { return s.status(); }
 
 class ClusterClient final : public Client, private MapWatcher::Listener {
  public:
-  ClusterClient(const std::string& coordinator, const client_internal::OpenOptions& options,
+  ClusterClient(std::shared_ptr<MapSource> maps, const client_internal::OpenOptions& options,
                 std::shared_ptr<ClientResources> resources)
       : resources_(resources),
         clock_(OrMonotonic(options.clock)),
         ops_(options.max_outstanding),
-        groups_(options, std::move(resources),
+        groups_(SessionOptions(options), std::move(resources),
                 [this](Group& g, const absl::Status& failed) { OnConnected(g, failed); }),
-        map_(coordinator, options.cluster_token, *this) {}
+        map_(std::move(maps), *this),
+        make_executor_(options.executor) {}
 
   ~ClusterClient() override {
     // A session finishing an operation as it closes must not retry it: the
-    // background worker that fetches maps is gone.
+    // executor that fetches maps is gone.
     closing_ = true;
-    background_.reset();  // Its jobs use map_ and the sessions' resources.
+    executor_.reset();  // Its jobs use map_ and the sessions' resources.
     // Every operation completes once: the sessions cancel theirs as they
     // close, and this client cancels those it holds.
     const absl::Status closed = absl::CancelledError("the client was closed");
@@ -66,7 +85,9 @@ class ClusterClient final : public Client, private MapWatcher::Listener {
 
   absl::Status Init() {
     RKV_RETURN_IF_ERROR(map_.FetchNow());
-    background_ = std::make_unique<BackgroundWorker>(kBackgroundThreads);
+    executor_ = make_executor_
+                    ? make_executor_()
+                    : std::make_unique<client_internal::BackgroundWorker>(kBackgroundThreads);
     map_.Watch();
     return absl::OkStatus();
   }
@@ -88,7 +109,7 @@ class ClusterClient final : public Client, private MapWatcher::Listener {
 
   size_t in_flight() const override {
     size_t n = ready_.size() + retries_.size() + unstarted_.size() + groups_.waiting();
-    groups_.ForEachSession([&n](Client& s) { n += s.in_flight(); });
+    groups_.ForEachSession([&n](const RegionSession& s) { n += s.in_flight(); });
     return n;
   }
 
@@ -106,7 +127,7 @@ class ClusterClient final : public Client, private MapWatcher::Listener {
 
   void Dispatch(OpPtr op);
   // Hands `op` to `session`.
-  void Submit(Client& session, OpPtr op);
+  void Submit(RegionSession& session, OpPtr op);
   // A session finished `op` with `result`: retries it where that is safe,
   // or runs its callback.
   template <typename Result>
@@ -134,7 +155,8 @@ class ClusterClient final : public Client, private MapWatcher::Listener {
   std::deque<OpPtr> retries_;                         // In order of needs_fetch.
   std::deque<OpPtr> unstarted_;                       // Never started; dispatched in the next Poll.
   MapWatcher map_;
-  std::unique_ptr<BackgroundWorker> background_;
+  const std::function<std::unique_ptr<Executor>()> make_executor_;
+  std::unique_ptr<Executor> executor_;
   bool closing_ = false;  // The destructor has begun.
 };
 
@@ -171,7 +193,7 @@ void ClusterClient::Dispatch(OpPtr op) {
   }
   if (g->session) return Submit(*g->session, std::move(op));
   g->waiting.push_back(std::move(op));
-  if (!g->connecting) groups_.Connect(*g, *background_);
+  if (!g->connecting) groups_.Connect(*g, *executor_);
 }
 
 void ClusterClient::OnConnected(Group& g, const absl::Status& failed) {
@@ -186,24 +208,15 @@ void ClusterClient::OnConnected(Group& g, const absl::Status& failed) {
   }
 }
 
-void ClusterClient::Submit(Client& session, OpPtr owned) {
+void ClusterClient::Submit(RegionSession& session, OpPtr owned) {
   client_internal::ClusterOp* op = owned.release();  // The callback takes it back.
-  switch (op->type) {
-    case OpType::kGet:
-      session.GetAsync(op->key,
-                       [this, op](absl::StatusOr<std::string> v) { OnDone(op, std::move(v)); });
-      break;
-    case OpType::kPut:
-      session.PutAsync(op->key, op->value,
-                       [this, op](absl::Status st) { OnDone(op, std::move(st)); });
-      break;
-    case OpType::kInsert:
-      session.InsertAsync(op->key, op->value,
-                          [this, op](absl::Status st) { OnDone(op, std::move(st)); });
-      break;
-    case OpType::kDelete:
-      session.DeleteAsync(op->key, [this, op](absl::Status st) { OnDone(op, std::move(st)); });
-      break;
+  if (op->type == OpType::kGet) {
+    session.Submit(
+        op->type, op->key, "",
+        [this, op](absl::StatusOr<std::string> v) { OnDone(op, std::move(v)); }, nullptr);
+  } else {
+    session.Submit(op->type, op->key, op->value, nullptr,
+                   [this, op](absl::Status st) { OnDone(op, std::move(st)); });
   }
 }
 
@@ -212,7 +225,7 @@ void ClusterClient::OnDone(client_internal::ClusterOp* raw, Result result) {
   OpPtr op(raw);
   if (!result.ok() && !closing_ && client_internal::MayRetry(*op, StatusOf(result))) {
     op->retried = true;
-    op->needs_fetch = map_.Fetch(*background_);
+    op->needs_fetch = map_.Fetch(*executor_);
     retries_.push_back(std::move(op));
     return;
   }
@@ -271,7 +284,7 @@ size_t ClusterClient::RunReady() {
 
 size_t ClusterClient::Poll(absl::Duration timeout) {
   size_t finished = 0;
-  background_->RunFinished();
+  executor_->RunFinished();
   Unpark();
   std::deque<OpPtr> again = std::move(unstarted_);
   unstarted_.clear();
@@ -279,30 +292,30 @@ size_t ClusterClient::Poll(absl::Duration timeout) {
   finished += RunReady();
   // Callbacks may dispatch and so retire sessions; retired ones stay alive
   // (draining) until CloseDrained below.
-  std::vector<Client*> busy, idle;
-  groups_.ForEachSession([&](Client& s) { (s.in_flight() > 0 ? busy : idle).push_back(&s); });
-  for (Client* s : busy) finished += s->Poll(absl::ZeroDuration());
+  std::vector<RegionSession*> busy, idle;
+  groups_.ForEachSession(
+      [&](RegionSession& s) { (s.in_flight() > 0 ? busy : idle).push_back(&s); });
+  for (RegionSession* s : busy) finished += s->Poll(absl::ZeroDuration());
   // The others too, now and then: a session renews its lease as it polls,
   // and one left unrenewed would be fenced for being idle.
   if (const absl::Time now = clock_(); now >= next_idle_poll_) {
     next_idle_poll_ = now + absl::Milliseconds(10);
-    for (Client* s : idle) finished += s->Poll(absl::ZeroDuration());
+    for (RegionSession* s : idle) finished += s->Poll(absl::ZeroDuration());
   }
   if (finished == 0 && timeout > absl::ZeroDuration()) {
     if (busy.empty()) {
       // Only background work (a connect, a map fetch), or a new map for
-      // parked operations, can make progress.
-      if (background_->pending() > 0) {
-        background_->WaitFinished(parked_ > 0 ? std::min(timeout, absl::Milliseconds(2)) : timeout);
-      } else if (parked_ > 0) {
-        absl::SleepFor(std::min(timeout, absl::Milliseconds(2)));
+      // parked operations, can make progress. The executor is where this
+      // thread waits, so that the simulation's waits are its own.
+      if (executor_->pending() > 0 || parked_ > 0) {
+        executor_->WaitFinished(parked_ > 0 ? std::min(timeout, absl::Milliseconds(2)) : timeout);
       }
     } else {
       // Every session's queue pair notifies the one channel. Background
       // work does not: while some is pending, wait in short steps.
       resources_->channel()->Wait(
-          background_->pending() > 0 ? std::min(timeout, absl::Milliseconds(1)) : timeout);
-      for (Client* s : busy) finished += s->Poll(absl::ZeroDuration());
+          executor_->pending() > 0 ? std::min(timeout, absl::Milliseconds(1)) : timeout);
+      for (RegionSession* s : busy) finished += s->Poll(absl::ZeroDuration());
     }
     finished += RunReady();
   }
@@ -314,13 +327,17 @@ size_t ClusterClient::Poll(absl::Duration timeout) {
 
 absl::StatusOr<std::unique_ptr<Client>> client_internal::OpenCluster(const std::string& coordinator,
                                                                      const OpenOptions& options) {
-  if (absl::StatusOr<std::vector<std::string>> list = ParseCoordinatorList(coordinator);
-      !list.ok()) {
-    return list.status();
+  std::shared_ptr<MapSource> maps = options.map_source;
+  if (maps == nullptr) {
+    if (absl::StatusOr<std::vector<std::string>> list = ParseCoordinatorList(coordinator);
+        !list.ok()) {
+      return list.status();
+    }
+    maps = std::make_shared<CoordinatorMapSource>(coordinator, options.cluster_token);
   }
   RKV_ASSIGN_OR_RETURN(std::shared_ptr<ClientResources> resources,
                        ClientResources::Create(options));
-  auto c = std::make_unique<ClusterClient>(coordinator, options, std::move(resources));
+  auto c = std::make_unique<ClusterClient>(std::move(maps), options, std::move(resources));
   if (absl::Status s = c->Init(); !s.ok()) return s;
   return std::unique_ptr<Client>(std::move(c));
 }

@@ -69,7 +69,7 @@ void GroupSessions::Retire(Group& g, std::deque<OpPtr>& unstarted) {
   g.waiting.clear();
 }
 
-void GroupSessions::Connect(Group& g, BackgroundWorker& background) {
+void GroupSessions::Connect(Group& g, Executor& executor) {
   g.connecting = true;
   std::vector<fabric::RemoteRegion> copies;
   for (const proto::ServerInfo& m : g.members) {
@@ -77,10 +77,16 @@ void GroupSessions::Connect(Group& g, BackgroundWorker& background) {
     copies.push_back(
         {{r.endpoint().address(), options_.cluster_token}, r.base_address(), r.length(), r.rkey()});
   }
-  auto result = std::make_shared<absl::StatusOr<std::unique_ptr<Client>>>();
-  background.Run(
+  auto result = std::make_shared<absl::StatusOr<std::unique_ptr<RegionSession>>>();
+  executor.Run(
       [result, copies = std::move(copies), options = options_, resources = resources_] {
-        *result = OpenReplicatedSession(copies, options, {}, resources);
+        absl::StatusOr<std::unique_ptr<RegionClient>> session =
+            OpenReplicatedSession(copies, options, {}, resources);
+        if (session.ok()) {
+          *result = std::unique_ptr<RegionSession>(std::move(session).value());
+        } else {
+          *result = session.status();
+        }
       },
       [this, result, info = g.info, members = g.members] {
         Group at;
@@ -90,7 +96,8 @@ void GroupSessions::Connect(Group& g, BackgroundWorker& background) {
       });
 }
 
-void GroupSessions::OnConnected(const Group& at, absl::StatusOr<std::unique_ptr<Client>> session) {
+void GroupSessions::OnConnected(const Group& at,
+                                absl::StatusOr<std::unique_ptr<RegionSession>> session) {
   auto it = groups_.find(at.info.id());
   // The map moved on while connecting, or the group changed and another
   // connect won: those that waited for this session went elsewhere.
@@ -108,7 +115,7 @@ void GroupSessions::OnConnected(const Group& at, absl::StatusOr<std::unique_ptr<
 }
 
 void GroupSessions::CloseDrained() {
-  std::erase_if(draining_, [this](const std::unique_ptr<Client>& s) {
+  std::erase_if(draining_, [this](const std::unique_ptr<RegionSession>& s) {
     if (s->in_flight() > 0) return false;
     for (int t = 0; t < kOpTypes; ++t) Add(closed_costs_[t], s->costs(static_cast<OpType>(t)));
     return true;
@@ -133,7 +140,7 @@ size_t GroupSessions::waiting() const {
 
 OpCosts GroupSessions::costs(OpType type) const {
   OpCosts c = closed_costs_[static_cast<int>(type)];
-  ForEachSession([&](Client& s) { Add(c, s.costs(type)); });
+  ForEachSession([&](const RegionSession& s) { Add(c, s.costs(type)); });
   return c;
 }
 

@@ -5,8 +5,9 @@
 // closed but drains — polled until every operation it holds has completed
 // (failed, mostly, its connection being gone), so that each callback runs
 // exactly once — and only then closes. A session is connected on the
-// client's background worker, so that no call waits on the network; the
-// operations for a group wait in it meanwhile. The sessions share one
+// client's executor, so that no call waits on the network; the
+// operations for a group wait in it meanwhile. A session is reached as a
+// RegionSession (client/region/region_session.h), not as an rkv::Client. The sessions share one
 // fabric, one scratch memory, one slot cache and one completion channel
 // (ClientResources).
 #ifndef RKV_CLIENT_CLUSTER_GROUP_SESSIONS_H_
@@ -23,9 +24,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "client/cluster/background_worker.h"
+#include "client/cluster/executor.h"
 #include "client/cluster/op_pool.h"
 #include "client/cluster/routing.h"
+#include "client/region/region_session.h"
 #include "client/session/client_resources.h"
 #include "client/session/open_options.h"
 #include "rkv/client.h"
@@ -38,7 +40,7 @@ namespace rkv::client_internal {
 struct Group {
   proto::ReplicaGroup info;
   std::vector<proto::ServerInfo> members;  // In the group's order, the primary first.
-  std::unique_ptr<Client> session;         // Once connected.
+  std::unique_ptr<RegionSession> session;  // Once connected.
   bool connecting = false;
   // Operations for the session while it connects, or parked while the
   // group reconfigures.
@@ -66,15 +68,15 @@ class GroupSessions {
   Group* Route(absl::string_view key) { return client_internal::Route(groups_, key); }
   std::map<std::string, Group>& groups() { return groups_; }
 
-  // Opens `g`'s session on `background`.
-  void Connect(Group& g, BackgroundWorker& background);
+  // Opens `g`'s session on `executor`.
+  void Connect(Group& g, Executor& executor);
   // Closes the draining sessions that have nothing left in flight.
   void CloseDrained();
   // Closes every session (each cancels what it holds) and returns the
   // operations that waited for one.
   std::deque<OpPtr> Close();
 
-  // Calls f(Client&) for the sessions of the map's groups, then for those
+  // Calls f(RegionSession&) for the sessions of the map's groups, then for those
   // draining.
   template <typename F>
   void ForEachSession(F f) const {
@@ -91,13 +93,13 @@ class GroupSessions {
  private:
   // Retires `g`'s session and hands over the operations that waited for it.
   void Retire(Group& g, std::deque<OpPtr>& unstarted);
-  void OnConnected(const Group& at, absl::StatusOr<std::unique_ptr<Client>> session);
+  void OnConnected(const Group& at, absl::StatusOr<std::unique_ptr<RegionSession>> session);
 
   const OpenOptions options_;
   const std::shared_ptr<ClientResources> resources_;
   const Connected connected_;
   std::map<std::string, Group> groups_;
-  std::vector<std::unique_ptr<Client>> draining_;
+  std::vector<std::unique_ptr<RegionSession>> draining_;
   OpCosts closed_costs_[kOpTypes];
 };
 
