@@ -1,6 +1,7 @@
 #include "server/kvcoord/coordinator_service.h"
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/logging.h"
@@ -24,12 +25,14 @@ grpc::Status ValidateId(const std::string& id) {
   return grpc::Status::OK;
 }
 
-grpc::Status ValidateRegion(const proto::RegionDescriptor& r) {
+grpc::Status ValidateRegion(const proto::RegionDescriptor& r, bool simulated) {
   if (r.endpoint().kind() != "soft" && r.endpoint().kind() != "verbs") {
     return Invalid(absl::StrCat("fabric kind '", r.endpoint().kind(), "': want soft or verbs"));
   }
-  if (!ParseHostPort(r.endpoint().address()).ok() ||
-      ParseHostPort(r.endpoint().address())->port == 0) {
+  if (simulated && absl::StartsWith(r.endpoint().address(), "sim:")) {
+    // The simulated fabric's node names (common/fabric/sim/).
+  } else if (!ParseHostPort(r.endpoint().address()).ok() ||
+             ParseHostPort(r.endpoint().address())->port == 0) {
     return Invalid(
         absl::StrCat("fabric address '", r.endpoint().address(), "' is not host:port with a port"));
   }
@@ -44,7 +47,7 @@ grpc::Status ValidateRegion(const proto::RegionDescriptor& r) {
 
 CoordinatorService::CoordinatorService(CoordinatorOptions options)
     : options_(WithClock(std::move(options))), groups_(options_.replicas) {
-  lease_thread_ = std::thread([this] { LeaseLoop(); });
+  if (options_.lease_thread) lease_thread_ = std::thread([this] { LeaseLoop(); });
 }
 
 absl::Status CoordinatorService::Start(std::string id, std::string address,
@@ -67,7 +70,7 @@ absl::Status CoordinatorService::status() const {
 
 CoordinatorService::~CoordinatorService() {
   Stop();
-  lease_thread_.join();
+  if (lease_thread_.joinable()) lease_thread_.join();
 }
 
 void CoordinatorService::Stop() {
@@ -218,7 +221,7 @@ grpc::Status CoordinatorService::Register(grpc::ServerContext* ctx,
                                           proto::RegisterResponse* resp) {
   if (auto s = Authenticate(ctx, "Register"); !s.ok()) return s;
   if (auto s = ValidateId(req->id()); !s.ok()) return s;
-  if (auto s = ValidateRegion(req->region()); !s.ok()) return s;
+  if (auto s = ValidateRegion(req->region(), options_.simulated_fabric); !s.ok()) return s;
   std::lock_guard<std::mutex> lock(mu_);
   const Leadership l = LeadershipLocked();
   if (auto s = CheckLeading(ctx, l); !s.ok()) return s;
@@ -494,21 +497,30 @@ void CoordinatorService::LeaseLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
     changed_.wait_for(lock, absl::ToChronoMilliseconds(options_.lease / 4));
-    const absl::Time now = Now();
-    if (!LeadershipLocked().CanOrder(now)) continue;
-    Saved before = SaveLocked();
-    std::vector<std::string> missed;
-    for (auto& [id, e] : servers_) {
-      if (e.info.state() == proto::SERVER_STATE_UP && now - e.last_heard > options_.lease) {
-        e.info.set_state(proto::SERVER_STATE_DOWN);
-        missed.push_back(absl::StrCat(id, " (", absl::ToInt64Milliseconds(now - e.last_heard),
-                                      " ms since last heard)"));
-      }
-    }
-    if (missed.empty() || !CommitLocked(std::move(before))) continue;
-    RKV_LOG(WARNING) << "missed their leases, marked down: " << absl::StrJoin(missed, ", ")
-                     << "; epoch " << epoch_;
+    CheckLeasesLocked();
   }
+}
+
+void CoordinatorService::CheckLeases() {
+  std::lock_guard<std::mutex> lock(mu_);
+  CheckLeasesLocked();
+}
+
+void CoordinatorService::CheckLeasesLocked() {
+  const absl::Time now = Now();
+  if (stopping_ || !LeadershipLocked().CanOrder(now)) return;
+  Saved before = SaveLocked();
+  std::vector<std::string> missed;
+  for (auto& [id, e] : servers_) {
+    if (e.info.state() == proto::SERVER_STATE_UP && now - e.last_heard > options_.lease) {
+      e.info.set_state(proto::SERVER_STATE_DOWN);
+      missed.push_back(absl::StrCat(id, " (", absl::ToInt64Milliseconds(now - e.last_heard),
+                                    " ms since last heard)"));
+    }
+  }
+  if (missed.empty() || !CommitLocked(std::move(before))) return;
+  RKV_LOG(WARNING) << "missed their leases, marked down: " << absl::StrJoin(missed, ", ")
+                   << "; epoch " << epoch_;
 }
 
 }  // namespace rkv::server

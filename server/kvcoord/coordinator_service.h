@@ -45,6 +45,13 @@ struct CoordinatorOptions {
   // What leases and the leadership are timed on (empty: the machine's
   // monotonic clock); the store's leadership() must be on the same one.
   Clock clock;
+  // Whether a thread of the service marks down the servers whose lease
+  // ran out; false: its owner calls CheckLeases (the deterministic
+  // simulation, on its own clock).
+  bool lease_thread = true;
+  // Accept regions on the deterministic simulation's fabric (addresses
+  // "sim:NAME"); kvcoord never does.
+  bool simulated_fabric = false;
 };
 
 class CoordinatorService final : public proto::Coordinator::Service, private StateStore::Listener {
@@ -95,6 +102,11 @@ class CoordinatorService final : public proto::Coordinator::Service, private Sta
                                                              10,  30,   60,  120, 300, 900};
   Snapshot MetricsSnapshot() const;
 
+  // Marks down the servers whose lease ran out, if this coordinator may
+  // order changes (CoordinatorOptions::lease_thread does it every quarter
+  // lease).
+  void CheckLeases();
+
  private:
   struct ServerEntry {
     proto::ServerInfo info;
@@ -136,6 +148,7 @@ class CoordinatorService final : public proto::Coordinator::Service, private Sta
   // keeping what was heard of leases and usage since — and returns false.
   bool CommitLocked(Saved before);
   void LeaseLoop();
+  void CheckLeasesLocked();
 
   static CoordinatorOptions WithClock(CoordinatorOptions o) {
     o.clock = OrMonotonic(std::move(o.clock));

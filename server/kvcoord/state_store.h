@@ -21,7 +21,8 @@
 
 namespace rkv::server {
 
-// This coordinator's leadership, on MonotonicNow()'s clock.
+// This coordinator's leadership, on its clock (CoordinatorOptions::clock,
+// which its store must read too).
 struct Leadership {
   uint64_t term = 0;
   // Until when it may renew servers' leases (a server fences itself if not

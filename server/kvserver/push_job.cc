@@ -9,7 +9,7 @@
 
 namespace rkv::server {
 
-PushJob::PushJob(RegionServer& region, PushOrder order, uint64_t copy_rate)
+PushJob::PushJob(RegionServer& region, PushOrder order, uint64_t copy_rate, bool own_thread)
     : region_(region),
       order_(std::move(order)),
       key_(KeyOf(order_)),
@@ -24,12 +24,16 @@ PushJob::PushJob(RegionServer& region, PushOrder order, uint64_t copy_rate)
                         ? absl::StrCat("copying this serving region live to ", names)
                         : absl::StrCat("settling", order_.wipe ? " a blank region" : " this copy",
                                        names.empty() ? "" : " and pushing it to " + names));
-  thread_ = std::thread([this] { Run(); });
+  if (own_thread) {
+    thread_ = std::thread([this] { Run(); });
+  } else {
+    Run();
+  }
 }
 
 PushJob::~PushJob() {
   Cancel();
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
 }
 
 std::string PushJob::KeyOf(const PushOrder& order) {

@@ -56,8 +56,9 @@ struct PushProgress {
 class PushJob {
  public:
   // Starts the push; `copy_rate` caps a live copy's bytes per second (0:
-  // no cap).
-  PushJob(RegionServer& region, PushOrder order, uint64_t copy_rate);
+  // no cap). Without `own_thread`, carries it out before returning: the
+  // deterministic simulation, whose fabric runs as its one thread waits.
+  PushJob(RegionServer& region, PushOrder order, uint64_t copy_rate, bool own_thread = true);
   ~PushJob();
   PushJob(const PushJob&) = delete;
   PushJob& operator=(const PushJob&) = delete;

@@ -33,8 +33,7 @@ export RKV_PORT_BASE=$(proc_pick_ports 19000 20000)
 export RKV_ETCD_MEMBERS=0 RKV_REPLICAS=3 RKV_SERVER_MEMORY=64MiB RKV_LEASE_MS=3000
 bench_pid="" paused_pid=""
 cleanup() {
-  [ -n "$bench_pid" ] && kill -9 "$bench_pid" 2>/dev/null
-  [ -n "$paused_pid" ] && kill -9 "$paused_pid" 2>/dev/null
+  for pid in $bench_pid $paused_pid; do kill -9 "$pid" 2>/dev/null || true; done
   bash scripts/cluster.sh stop >/dev/null 2>&1 || true
   rm -rf "$RKV_CLUSTER_DIR"
 }
@@ -141,6 +140,7 @@ until [ -n "$(new_lines s1 "$lapsed")" ]; do
   sleep 0.1
 done
 kill -9 "$paused_pid"
+paused_pid=""
 for s in s1 s2 s3; do
   fenced=$(new_lines "$s" "$lapsed")
   [ "$(wc -l <<<"$fenced")" -eq 1 ] || fail "$s fenced other sessions for a lapsed lease: $fenced"
