@@ -280,7 +280,9 @@ for store in $stores; do
   echo "== loading $records records into $store"
   kvb "load-$store" "$store" --phase=load --threads="$threads" --outstanding="$outstanding"
   echo "   $(summary "load-$store")"
-  [ "$(grep -o '"errors": [0-9]*' "$out/load-$store.json" | head -1)" = '"errors": 0' ] || {
+  load_errors=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["load"]["errors"])' \
+    "$out/load-$store.json")
+  [ "$load_errors" = 0 ] || {
     echo "bench.sh: loading $store failed; see $out/logs/load-$store.log and the servers' logs" >&2
     exit 1
   }

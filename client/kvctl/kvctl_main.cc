@@ -275,7 +275,10 @@ int Status(const std::string& coordinator, const std::string& token) {
 }
 
 // Readings of the cluster until the condition holds or the timeout passes,
-// a short pause between them; each reading's calls end by the deadline.
+// a short pause between them. A reading makes its calls one after another
+// (each coordinator's Describe, then up to two map reads), so each is given
+// its share of the time left: a paused coordinator, which holds a call
+// until its timeout, cannot carry a reading far past the deadline.
 int Wait(const std::string& coordinator, const std::string& token,
          const std::vector<std::string>& words) {
   const rkv::kvctl::WaitFlags flags{absl::GetFlag(FLAGS_groups), absl::GetFlag(FLAGS_copies),
@@ -290,11 +293,13 @@ int Wait(const std::string& coordinator, const std::string& token,
     return 2;
   }
   constexpr absl::Duration kInterval = absl::Milliseconds(100);
+  const absl::StatusOr<std::vector<std::string>> listed = rkv::ParseCoordinatorList(coordinator);
+  const int calls = (listed.ok() ? static_cast<int>(listed->size()) : 1) + 2;
   const absl::Time deadline = rkv::MonotonicNow() + *timeout;
   while (true) {
-    // At least a moment for a reading, should the time be up already.
+    // At least a moment for each call, should the time be up already.
     const absl::Duration rpc_timeout =
-        std::clamp(deadline - rkv::MonotonicNow(), kInterval, absl::Seconds(2));
+        std::clamp((deadline - rkv::MonotonicNow()) / calls, kInterval, absl::Seconds(2));
     const rkv::kvctl::Verdict verdict =
         rkv::kvctl::Judge(*condition, ReadClusterStatus(coordinator, token, rpc_timeout));
     if (verdict.holds) {

@@ -64,7 +64,8 @@ absl::Status SessionLease::ClaimOn(Session& session, RegionCopies& copies, int r
 }
 
 bool SessionLease::MaybeRenew(absl::Time now, OpRounds& rounds, bool often) {
-  // A clock that stepped back (before the last renewal) renews at once.
+  // A clock that went back (before the last renewal: a test's or the
+  // simulation's, never the monotonic clock) renews at once.
   const absl::Duration every = often ? std::min(lease_ / 4, absl::Milliseconds(5)) : lease_ / 4;
   if (!held() || in_flight_ || (now >= renewed_ && now - renewed_ < every)) return false;
   *word_.As<uint64_t>() = ++renewal_;

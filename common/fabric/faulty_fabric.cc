@@ -238,7 +238,7 @@ size_t FaultyQueuePair::Wait(absl::Span<Completion> out, absl::Duration timeout)
     if (sent) {
       Progress(std::max(step, absl::Microseconds(1)));
     } else if (clock_) {
-      return 0;  // Time that is not the wall clock advances only as the caller runs.
+      return 0;  // An injected clock advances only as the caller runs.
     } else {
       absl::SleepFor(step);  // Nothing is outstanding but held requests.
     }

@@ -298,7 +298,8 @@ void AgentCore::StartPush(const proto::PushOrder& order) {
   PushOrder wanted = FromProto(order);
   if (push_ != nullptr && push_->Carries(wanted)) return;  // Under way, or done and reported.
   if (!ForgetPush()) return;  // The next heartbeat brings the order again.
-  push_ = std::make_unique<PushJob>(region_, std::move(wanted), options_.copy_rate,
+  push_ = std::make_unique<PushJob>(region_, std::move(wanted),
+                                    options_.push_threads ? options_.copy_rate : 0,
                                     options_.push_threads);
 }
 

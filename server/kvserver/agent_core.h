@@ -56,7 +56,9 @@ class AgentCore {
     std::function<proto::RegionStats()> stats;
     std::function<void()> recount;
     // Whether pushes run on threads of their own (PushJob); false: each is
-    // carried out when ordered, for the simulation's one thread.
+    // carried out when ordered, for the simulation's one thread, and with
+    // no copy_rate (its ceiling waits for a clock that an inline push does
+    // not move).
     bool push_threads = true;
   };
 

@@ -4,7 +4,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
-#include "common/monotonic_clock.h"
 #include "common/status.h"
 
 namespace rkv::server {
@@ -57,14 +56,14 @@ PushProgress PushJob::Progress() const {
 }
 
 void PushJob::Run() {
-  const absl::Time start = MonotonicNow();
+  const absl::Time start = region_.clock()();
   const absl::StatusOr<uint64_t> sent = SettleAndPush();
   if (!sent.ok()) {
     error_ = std::string(sent.status().message());
     RKV_LOG(WARNING) << "push for group " << order_.group << " failed: " << sent.status();
   } else {
     RKV_LOG(INFO) << "push for group " << order_.group << " done: " << (*sent >> 10)
-                  << " KiB sent of " << (total_ >> 10) << " KiB in " << MonotonicNow() - start;
+                  << " KiB sent of " << (total_ >> 10) << " KiB in " << region_.clock()() - start;
   }
   finished_ = true;
 }

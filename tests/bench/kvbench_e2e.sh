@@ -8,6 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/lib/proc.sh
+source tests/lib/kvbench_json.sh
 bin="$(cd "${1:?usage: kvbench_e2e.sh BIN_DIR}" && pwd)"
 export RKV_BIN="$bin"
 export RKV_CLUSTER_DIR="$(mktemp -d /tmp/rkv-kvbench-e2e.XXXXXX)"
@@ -35,10 +36,21 @@ run() {
   echo "--- $name: kvbench $*"
   timeout 120 "$bin/kvbench" --progress=false --verify --json="$json" "$@" ||
     fail "$name: kvbench exited with $?"
-  grep -q '"throughput_ops": [1-9]' "$json" || fail "$name: no positive throughput_ops"
-  for key in '"read": {' '"p50"' '"p99"' '"p999"' '"mismatches": 0'; do
-    grep -q "$key" "$json" || fail "$name: $key missing from $json"
-  done
+  python3 - "$json" <<'EOF' || fail "$name: $json is not what it should be"
+import json, sys
+run = json.load(open(sys.argv[1]))["run"]
+problems = []
+if not run["throughput_ops"] > 0:
+    problems.append("no positive throughput_ops")
+for p in ("p50", "p99", "p999"):
+    if p not in run["latency_us"].get("read", {}):
+        problems.append(f"no read latency {p}")
+if run["verify"]["mismatches"] != 0:
+    problems.append(f"{run['verify']['mismatches']} mismatches")
+for problem in problems:
+    print(problem, file=sys.stderr)
+sys.exit(1 if problems else 0)
+EOF
 }
 
 bash scripts/cluster.sh start 2
@@ -49,7 +61,8 @@ run rkv-f --driver=rkv --coordinator="$RKV_COORDINATOR" --workload=f "${common[@
 # rkv Inserts and Deletes mixed in, every answer checked.
 run rkv-deletes --driver=rkv --coordinator="$RKV_COORDINATOR" --workload=a --insert_proportion=0.1 \
   --delete_proportion=0.1 --key_prefix=del "${common[@]}"
-grep -q '"acked_deletes": [1-9]' "$RKV_CLUSTER_DIR/rkv-deletes.json" || fail "rkv-deletes: no deletes"
+[ "$(kvbench_field "$RKV_CLUSTER_DIR/rkv-deletes.json" run acked_deletes)" -gt 0 ] ||
+  fail "rkv-deletes: no deletes"
 # The run phase alone, over the keys loaded above, bounded by time.
 run rkv-c --driver=rkv --coordinator="$RKV_COORDINATOR" --workload=c --phase=run \
   --records=3000 --duration=2s --target_ops=2000

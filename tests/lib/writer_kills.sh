@@ -74,6 +74,6 @@ ycsb_a_clean() {
     --duration=2s --verify --progress=false --json="$json" >/dev/null ||
     fail "YCSB-A $1: kvbench exited with $?"
   [ "$(kvbench_field "$json" run errors)" = 0 ] || fail "YCSB-A $1 had errors: $(cat "$json")"
-  grep -q '"mismatches": 0' "$json" || fail "YCSB-A $1 read wrong values"
+  [ "$(kvbench_field "$json" run mismatches)" = 0 ] || fail "YCSB-A $1 read wrong values"
   echo "YCSB-A $1: $(kvbench_field "$json" run operations) operations, 0 errors"
 }

@@ -433,8 +433,8 @@ TEST(EtcdStateStoreSimTest, NoTwoLeadersAndNoLostStateUnderFaults) {
         "txn in flight at a leader change, lost", "etcd quorum lost",
         "txn proposed without a quorum (outcome unknown)", "txn committed after its caller gave up",
         "node cut off from etcd", "txn in flight at a partition, committed", "watch stream broken",
-        "watch delivery delayed", "node paused past its lease", "node paused briefly", "takeover",
-        "commit"}) {
+        "watch delivery delayed", "node paused past its lease", "node paused past takeover",
+        "node paused briefly", "coordinator killed", "coordinator stopped", "takeover", "commit"}) {
     EXPECT_GT(counts[kind], 0) << "never happened: " << kind;
   }
 }

@@ -209,18 +209,45 @@ TEST_F(AgentCoreTest, AServerWhoseRegistrationTheCoordinatorLostRegistersAgainAt
 }
 
 TEST_F(AgentCoreTest, AnswersOfADeposedCoordinatorAreIgnored) {
+  // One copy: a server that does not fence itself for an old lease.
   StartCoordinator(1);
   AddServer("s1");
-  ASSERT_TRUE(RunFor(kLease, [this] { return nodes_.at("s1").core->registered(); }));
+  ASSERT_TRUE(RunFor(20 * kLease, [this] { return GroupServes(); }));
   server::AgentCore& core = *nodes_.at("s1").core;
   // The term the coordinator leads under now, as it answered.
   grpc::ServerContext ctx;
   proto::DescribeRequest req;
   proto::CoordinatorStatus status;
   ASSERT_TRUE(coord_->Describe(&ctx, &req, &status).ok());
+  ASSERT_GE(status.term(), 1u);
   EXPECT_FALSE(core.Stale(status.term()));
   EXPECT_FALSE(core.Stale(status.term() + 1));  // A newer leader is followed.
-  EXPECT_TRUE(core.Stale(status.term() - 1));
+
+  // A deposed coordinator orders a fence: its answer is no answer. Nothing
+  // is renewed, nothing fenced, and the server stays registered while the
+  // lease the leader gave it holds.
+  proto::HeartbeatResponse deposed;
+  deposed.set_term(status.term() - 1);
+  deposed.set_fence(true);
+  deposed.set_lease_ms(absl::ToInt64Milliseconds(kLease));
+  const uint64_t fences = core.counters().fences;
+  const absl::Time renewed_until = core.FenceBy();
+  ASSERT_TRUE(core.Stale(deposed.term()));
+  (void)core.Next(clock_.now());
+  ASSERT_TRUE(
+      core.OnHeartbeat(clock_.now(), "c0", absl::UnavailableError("deposed"), true, deposed).ok());
+  EXPECT_EQ(core.counters().fences, fences);
+  EXPECT_EQ(core.FenceBy(), renewed_until);
+  EXPECT_TRUE(core.registered());
+
+  // Only deposed coordinators for a whole lease: the one that leads now
+  // started afresh, and registering again takes its term.
+  clock_.Advance(kLease + kStep);
+  (void)core.Next(clock_.now());
+  ASSERT_TRUE(
+      core.OnHeartbeat(clock_.now(), "c0", absl::UnavailableError("deposed"), true, deposed).ok());
+  EXPECT_FALSE(core.registered());
+  EXPECT_EQ(core.counters().fences, fences);
 }
 
 TEST_F(AgentCoreTest, ACoordinatorThatRefusesTheServerStopsIt) {
