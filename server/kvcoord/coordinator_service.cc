@@ -229,9 +229,11 @@ grpc::Status CoordinatorService::Register(grpc::ServerContext* ctx,
   ServerEntry& e = servers_[req->id()];
   const bool known = e.info.id() == req->id();
   // The same memory as this server's registration we know (fenced, or its
-  // region file reopened): what it held then, it holds now.
-  const bool same_memory = known && req->previous_generation() != 0 &&
-                           req->previous_generation() == e.info.region().generation();
+  // region file reopened; or that very registration again, its answer
+  // lost and the call retried): what it held then, it holds now.
+  const bool same_memory = known && ((req->previous_generation() != 0 &&
+                                      req->previous_generation() == e.info.region().generation()) ||
+                                     req->region().generation() == e.info.region().generation());
   e.info.set_lineage(same_memory ? e.info.lineage() : req->region().generation());
   e.info.set_id(req->id());
   *e.info.mutable_region() = req->region();
