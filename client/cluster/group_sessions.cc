@@ -77,9 +77,14 @@ void GroupSessions::Connect(Group& g, Executor& executor) {
     copies.push_back(
         {{r.endpoint().address(), options_.cluster_token}, r.base_address(), r.length(), r.rkey()});
   }
+  // A seeded session draws its session ids from its seed: sessions opened
+  // with the client's one seed would claim the same id, and a server that
+  // fenced it would refuse every later session of this client.
+  OpenOptions options = options_;
+  if (options.seed != 0) options.seed += ++sessions_opened_;
   auto result = std::make_shared<absl::StatusOr<std::unique_ptr<RegionSession>>>();
   executor.Run(
-      [result, copies = std::move(copies), options = options_, resources = resources_] {
+      [result, copies = std::move(copies), options = std::move(options), resources = resources_] {
         absl::StatusOr<std::unique_ptr<RegionClient>> session =
             OpenReplicatedSession(copies, options, {}, resources);
         if (session.ok()) {

@@ -101,6 +101,9 @@ class GroupSessions {
   std::map<std::string, Group> groups_;
   std::vector<std::unique_ptr<RegionSession>> draining_;
   OpCosts closed_costs_[kOpTypes];
+  // Sessions opened: with a seed (the simulation), each session's is the
+  // client's plus this count.
+  uint64_t sessions_opened_ = 0;
 };
 
 }  // namespace rkv::client_internal
