@@ -29,82 +29,11 @@
 #include "common/fabric/sim/sim_network.h"
 #include "gtest/gtest.h"
 #include "server/kvserver/region_server.h"
+#include "tests/client/cluster/sim_cluster_parts.h"
 #include "tests/client/region/manual_clock.h"
 
 namespace rkv::testing {
 namespace {
-
-using client_internal::Executor;
-using client_internal::MapSource;
-
-// The coordinator, as the test plays it: what a fetch answers, and maps
-// pushed as the watch stream would.
-class HandMaps final : public MapSource {
- public:
-  // A map the coordinator has and pushes to its watchers.
-  void Push(const proto::ClusterMap& map) {
-    current_ = map;
-    pushed_ = std::make_unique<proto::ClusterMap>(map);
-  }
-  // A map the coordinator has but whose push the client missed: only a
-  // fetch finds it.
-  void Set(const proto::ClusterMap& map) { current_ = map; }
-  int fetches() const { return fetches_; }
-
-  absl::StatusOr<proto::ClusterMap> Fetch(absl::Duration) override {
-    fetches_++;
-    return current_;
-  }
-  void Watch() override {}
-  std::unique_ptr<proto::ClusterMap> TakeNewest() override { return std::move(pushed_); }
-
- private:
-  proto::ClusterMap current_;
-  std::unique_ptr<proto::ClusterMap> pushed_;
-  int fetches_ = 0;
-};
-
-// Runs the client's jobs on the test's thread when the test says.
-class StepExecutor final : public Executor {
- public:
-  void Run(std::function<void()> work, std::function<void()> then) override {
-    queued_.push_back({std::move(work), std::move(then)});
-    runs_++;
-  }
-  size_t RunFinished() override {
-    size_t n = 0;
-    while (!finished_.empty()) {
-      std::function<void()> then = std::move(finished_.front());
-      finished_.pop_front();
-      then();
-      n++;
-    }
-    return n;
-  }
-  size_t pending() const override { return queued_.size() + finished_.size(); }
-  void WaitFinished(absl::Duration) override {}
-
-  // Runs the work of the jobs queued now (a connect, a fetch); their
-  // continuations run in the client's next Poll.
-  void RunQueued() {
-    std::deque<Job> jobs = std::move(queued_);
-    queued_.clear();
-    for (Job& j : jobs) {
-      j.work();
-      finished_.push_back(std::move(j.then));
-    }
-  }
-  size_t queued() const { return queued_.size(); }
-  int runs() const { return runs_; }
-
- private:
-  struct Job {
-    std::function<void()> work, then;
-  };
-  std::deque<Job> queued_;
-  std::deque<std::function<void()>> finished_;
-  int runs_ = 0;
-};
 
 struct Server {
   std::string id;
