@@ -220,7 +220,7 @@ class ClusterSim {
       std::cerr << At(now_) << "  " << line << "\n";
       return;
     }
-    if (trace_.size() >= 400) trace_.pop_front();
+    if (trace_.size() >= 200) trace_.pop_front();
     trace_.push_back(absl::StrCat(At(now_), "  ", line));
   }
   void Fail(const std::string& what) {
