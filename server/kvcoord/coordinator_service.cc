@@ -225,6 +225,16 @@ grpc::Status CoordinatorService::Register(grpc::ServerContext* ctx,
   std::lock_guard<std::mutex> lock(mu_);
   const Leadership l = LeadershipLocked();
   if (auto s = CheckLeading(ctx, l); !s.ok()) return s;
+  if (auto it = servers_.find(req->id());
+      it != servers_.end() && req->region().generation() < it->second.info.region().generation()) {
+    // Generations only grow for a server id. A lower one is a request that
+    // came late or twice (its answer goes unread), and must not replace the
+    // registration that followed it; or a server restarted on a clock set
+    // back, which takes a generation above the one registered.
+    resp->set_fence_above(it->second.info.region().generation());
+    resp->set_term(l.term);
+    return grpc::Status::OK;
+  }
   Saved before = SaveLocked();
   ServerEntry& e = servers_[req->id()];
   const bool known = e.info.id() == req->id();

@@ -91,6 +91,12 @@ bool AgentCore::Stale(uint64_t term) {
 
 absl::Status AgentCore::OnRegistered(absl::Time now, absl::string_view coordinator,
                                      const absl::Status& s, const proto::RegisterResponse& resp) {
+  if (s.ok() && resp.fence_above() != 0) {
+    // This server's clock was set back since the generation registered for
+    // its id was stamped: it goes above it, and registers again at once.
+    Fence("its generation is below the one registered", resp.fence_above());
+    return Answered(now, coordinator, s);
+  }
   if (s.ok()) {
     // Stored by the coordinator that answered, which led then: its term is
     // the one to follow, even one lower than heard before (its state was
@@ -267,7 +273,7 @@ void AgentCore::NotePush() {
   push_size_now_.store(p.copy_bytes, std::memory_order_relaxed);
 }
 
-void AgentCore::Fence(const char* why) {
+void AgentCore::Fence(const char* why, uint64_t above) {
   // A live copy (which sends from its own staging memory) stops after the
   // region is fenced: the fence must not wait for a target that does not
   // answer. A push of a reconfiguration runs fenced already, and may be
@@ -277,9 +283,10 @@ void AgentCore::Fence(const char* why) {
   } else {
     DropPush();
   }
-  // A generation stamp, not a deadline: the wall clock, kept above the last.
-  const uint64_t generation =
-      std::max(region_.generation() + 1, static_cast<uint64_t>(absl::ToUnixMillis(absl::Now())));
+  // A generation stamp, not a deadline: the wall clock, kept above the last
+  // and above `above`.
+  const uint64_t generation = std::max({region_.generation() + 1, above + 1,
+                                        static_cast<uint64_t>(absl::ToUnixMillis(absl::Now()))});
   fences_.fetch_add(1, std::memory_order_relaxed);
   if (absl::Status s = region_.Fence(generation); !s.ok()) {
     // Serving on under the old rkey would let a fenced-out client in.

@@ -116,7 +116,8 @@ class AgentCore {
   Counters counters() const;
 
  private:
-  void Fence(const char* why);
+  // Fences the region under a new generation: above the last and `above`.
+  void Fence(const char* why, uint64_t above = 0);
   void StartPush(const proto::PushOrder& order);
   // Drops the push if its thread has ended; otherwise only cancels it,
   // without waiting, and returns false.

@@ -321,11 +321,7 @@ class ClusterSim {
   // A server impaired (lost or paused) and not yet whole again in its group.
   bool impaired_ = false;
   bool faults_on_ = true;
-  bool killing_ = false;  // A client is being killed: its callbacks run.
-  // Off: with kills drawn, seed 177 ends with its group LOST, seemingly a server's
-  // older registration (a late message) taken over its newer one, which
-  // the coordinator does not yet refuse.
-  bool kill_clients_ = false;
+  bool killing_ = false;                // A client is being killed: its callbacks run.
   fabric::FaultOptions fabric_faults_;  // On the clients' fabrics.
 };
 
@@ -805,7 +801,7 @@ void ClusterSim::DrawFaults() {
       Count(d > kClientLease ? "client paused past its lease" : "client paused");
       Trace(absl::StrCat("FAULT ", cl.id, " paused for ", absl::FormatDuration(d)));
       cl.paused_until = now_ + d;
-    } else if (kill_clients_ && Chance(1.0 / 5000)) {
+    } else if (Chance(1.0 / 5000)) {
       Count("client killed");
       Trace(
           absl::StrCat("FAULT ", cl.id, " killed with ", cl.outstanding, " operations in flight"));
@@ -1078,7 +1074,7 @@ TEST(ClusterSimulationTest, RealAgentsCoordinatorsAndClientsUnderFaults) {
           "coordinator paused past its lease", "etcd: etcd leader change", "etcd: etcd quorum lost",
           "partition", "partition one-way", "message dropped", "message delayed",
           "message duplicated", "clock fast", "clock slow", "client paused past its lease",
-          "push done (live copy to a spare)", "client requests faulted (seeds)"}) {
+          "client killed", "push done (live copy to a spare)", "client requests faulted (seeds)"}) {
       EXPECT_GT(counts[kind], 0) << "no seed had: " << kind;
     }
   }

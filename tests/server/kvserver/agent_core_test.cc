@@ -46,10 +46,13 @@ class AgentCoreTest : public ::testing::Test {
     ASSERT_TRUE(coord_->Start("c1", "c1", std::make_unique<server::FileStateStore>("")).ok());
   }
 
-  Node& AddServer(const std::string& id) {
+  Node& AddServer(const std::string& id, uint64_t generation = 1) {
     Node& n = nodes_[id];
+    n.core.reset();
+    n.region.reset();
     n.fabric = net_->NewFabric();
     server::RegionServerOptions o;
+    o.generation = generation;
     o.region_bytes = 1 << 20;
     o.listen_address = id;
     o.lease_thread = false;
@@ -206,6 +209,55 @@ TEST_F(AgentCoreTest, AServerWhoseRegistrationTheCoordinatorLostRegistersAgainAt
   EXPECT_NE(nodes_.at("s1").region->generation(), generation);
   EXPECT_TRUE(core.Due(clock_.now()));
   EXPECT_TRUE(RunFor(20 * kLease, [this] { return GroupServes(); }));
+}
+
+TEST_F(AgentCoreTest, GenerationsOnlyGrowForAServerId) {
+  StartCoordinator(2);
+  // s1 started on a clock an hour ahead: its generation (a wall-clock
+  // stamp) is an hour ahead too.
+  const uint64_t now_ms = static_cast<uint64_t>(absl::ToUnixMillis(absl::Now()));
+  const uint64_t ahead = now_ms + 3600 * 1000;
+  AddServer("s1", ahead);
+  AddServer("s2", now_ms);
+  ASSERT_TRUE(RunFor(20 * kLease, [this] { return GroupServes(); }));
+
+  // A registration of s1 older than the one stored (it came late, or
+  // twice) replaces nothing: the coordinator answers that it is below.
+  const auto s1 = [this]() -> proto::ServerInfo {
+    const proto::ClusterMap map = Map();
+    for (const proto::ServerInfo& s : map.servers()) {
+      if (s.id() == "s1") return s;
+    }
+    return {};
+  };
+  const proto::ServerInfo before = s1();
+  const uint64_t registered = before.region().generation();
+  ASSERT_GE(registered, ahead);
+  proto::RegisterRequest late;
+  late.set_id("s1");
+  *late.mutable_region() = before.region();
+  late.mutable_region()->set_generation(registered - 1);
+  proto::RegisterResponse answer;
+  grpc::ServerContext ctx;
+  ASSERT_TRUE(coord_->Register(&ctx, &late, &answer).ok());
+  EXPECT_EQ(answer.fence_above(), registered);
+  EXPECT_EQ(s1().region().generation(), registered);
+  EXPECT_EQ(s1().lineage(), before.lineage());
+  EXPECT_FALSE(RunFor(kLease, [this] { return !GroupServes(); })) << "the group stopped serving";
+
+  // s1 restarts blank on a clock set back to the true time: its
+  // generation is below the registered one. It fences above it, and
+  // registers as the new memory it is.
+  Node& n = AddServer("s1", now_ms);
+  ASSERT_TRUE(Exchange("s1").ok());
+  EXPECT_FALSE(n.core->registered());
+  EXPECT_EQ(n.core->counters().fences, 1u);
+  EXPECT_GT(n.region->generation(), registered);
+  EXPECT_EQ(s1().region().generation(), registered);
+  ASSERT_TRUE(RunFor(20 * kLease, [&] {
+    return n.core->registered() && StateOf("s1") == proto::SERVER_STATE_UP && GroupServes();
+  }));
+  EXPECT_NE(s1().lineage(), before.lineage());
 }
 
 TEST_F(AgentCoreTest, AnswersOfADeposedCoordinatorAreIgnored) {
