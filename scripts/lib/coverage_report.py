@@ -3,9 +3,10 @@
 
 Reads gcov's JSON (gcov --json-format --stdout over each file's .gcda in a
 --coverage build) and prints, per file, lines run / lines with code. With
---min, exits 1 when a file is below it (or was never run at all).
+--min, exits 1 when a file is below it (or was never run at all); with
+--missed, also names the lines not run.
 
-    coverage_report.py BUILD_DIR SOURCE_ROOT FILE [FILE...] [--min=80]
+    coverage_report.py BUILD_DIR SOURCE_ROOT FILE [FILE...] [--min=80] [--missed]
 """
 import argparse
 import json
@@ -22,11 +23,13 @@ def gcda_of(build_dir, source):
 
 
 def lines_of(gcda, source_path):
-    """(run, total) over `source_path`'s lines in gcov's report of `gcda`."""
+    """(run, total, lines not run) over `source_path`'s lines in gcov's
+    report of `gcda`."""
     out = subprocess.run(
         ["gcov", "--json-format", "--stdout", "--object-directory", os.path.dirname(gcda), gcda],
         check=True, capture_output=True, text=True).stdout
     run = total = 0
+    missed = []
     for doc in out.splitlines():
         if not doc.strip():
             continue
@@ -36,7 +39,20 @@ def lines_of(gcda, source_path):
             for line in f["lines"]:
                 total += 1
                 run += line["count"] > 0
-    return run, total
+                if line["count"] == 0:
+                    missed.append(line["line_number"])
+    return run, total, missed
+
+
+def ranges(numbers):
+    """1,2,3,7 -> "1-3,7"."""
+    out = []
+    for n in sorted(set(numbers)):
+        if out and out[-1][1] == n - 1:
+            out[-1][1] = n
+        else:
+            out.append([n, n])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in out)
 
 
 def main():
@@ -45,18 +61,21 @@ def main():
     p.add_argument("source_root")
     p.add_argument("files", nargs="+")
     p.add_argument("--min", type=float, default=None, help="fail below this percentage")
+    p.add_argument("--missed", action="store_true", help="name the lines not run")
     a = p.parse_args()
     low = []
     for source in a.files:
         path = os.path.join(a.source_root, source)
-        best = (0, 0)
+        best = (0, 0, [])
         for gcda in gcda_of(a.build_dir, source):
-            run, total = lines_of(gcda, path)
+            run, total, missed = lines_of(gcda, path)
             if total > best[1] or (total == best[1] and run > best[0]):
-                best = (run, total)
-        run, total = best
+                best = (run, total, missed)
+        run, total, missed = best
         share = 100.0 * run / total if total else 0.0
         print(f"{share:6.1f} %  {run:5d} of {total:5d} lines  {source}")
+        if a.missed and missed:
+            print(f"           not run: {ranges(missed)}")
         if a.min is not None and (total == 0 or share < a.min):
             low.append(source)
     if low:

@@ -23,20 +23,15 @@ MUTATIONS = {
     ),
     "orders-after-a-refused-change": (
         "server/kvcoord/coordinator_service.cc",
-        "a heartbeat's orders are sent after the change they follow was refused",
+        "the push is ordered although etcd refused the change that hands it to the pusher",
         "    if (!CommitLocked(std::move(before))) return grpc::Status::OK;\n    views = ViewsLocked();",
-        "    (void)CommitLocked(std::move(before));\n    views = ViewsLocked();",
+        "    if (!CommitLocked(std::move(before))) groups_.BeginPush(req->id(), views);\n"
+        "    views = ViewsLocked();",
     ),
     "no-self-fence": (
         "server/kvserver/agent_core.cc",
         "a replicated server no longer fences itself when its lease cannot be renewed in time",
         '  if (replicas_ > 1 && registered_ && now >= FenceBy()) Fence("the lease could not be renewed");\n',
-        "",
-    ),
-    "no-fence-on-a-lost-registration": (
-        "server/kvserver/agent_core.cc",
-        "a replicated server the coordinator no longer knows registers again without fencing",
-        '    if (replicas_ > 1) Fence("the coordinator no longer knows this registration");\n',
         "",
     ),
     "retry-unknown-writes": (

@@ -303,11 +303,13 @@ void AgentCore::Fence(const char* why, uint64_t above) {
 
 void AgentCore::StartPush(const proto::PushOrder& order) {
   PushOrder wanted = FromProto(order);
-  if (push_ != nullptr && push_->Carries(wanted)) return;  // Under way, or done and reported.
+  // Under way, or done and reported. One cancelled (its order missing from
+  // an answer that renewed only) is started again once it has stopped.
+  if (push_ != nullptr && !push_->cancelled() && push_->Carries(wanted)) return;
   if (!ForgetPush()) return;  // The next heartbeat brings the order again.
   push_ = std::make_unique<PushJob>(region_, std::move(wanted),
                                     options_.push_threads ? options_.copy_rate : 0,
-                                    options_.push_threads);
+                                    options_.push_threads, options_.push_waiting);
 }
 
 }  // namespace rkv::server

@@ -60,6 +60,10 @@ class AgentCore {
     // no copy_rate (its ceiling waits for a clock that an inline push does
     // not move).
     bool push_threads = true;
+    // Without push threads: called at each wait of a push for its
+    // targets' completions, where the simulation lets its other nodes
+    // work during the push; true cancels the push there.
+    std::function<bool()> push_waiting;
   };
 
   AgentCore(Options options, RegionServer& region);

@@ -8,12 +8,14 @@
 
 namespace rkv::server {
 
-PushJob::PushJob(RegionServer& region, PushOrder order, uint64_t copy_rate, bool own_thread)
+PushJob::PushJob(RegionServer& region, PushOrder order, uint64_t copy_rate, bool own_thread,
+                 std::function<bool()> while_waiting)
     : region_(region),
       order_(std::move(order)),
       key_(KeyOf(order_)),
       copy_rate_(copy_rate),
-      total_(region.PushBytes() * order_.targets.size()) {
+      total_(region.PushBytes() * order_.targets.size()),
+      while_waiting_(std::move(while_waiting)) {
   std::string names;
   for (const PushOrder::Target& t : order_.targets) {
     absl::StrAppend(&names, names.empty() ? "" : ",", t.id);
@@ -71,7 +73,12 @@ void PushJob::Run() {
 absl::StatusOr<uint64_t> PushJob::SettleAndPush() {
   // A live copy settles nothing: the region serves on, its targets do not.
   if (!order_.live) RKV_RETURN_IF_ERROR(region_.Settle(order_.wipe));
-  const RegionServer::PushControl control{&copied_, &cancel_, order_.live ? copy_rate_ : 0};
+  RegionServer::PushControl control{&copied_, &cancel_, order_.live ? copy_rate_ : 0};
+  if (while_waiting_) {
+    control.while_waiting = [this] {
+      if (while_waiting_()) cancel_ = true;
+    };
+  }
   uint64_t sent = 0;
   for (const PushOrder::Target& t : order_.targets) {
     absl::StatusOr<uint64_t> n = region_.Push(t.region, t.hashes, control);

@@ -112,6 +112,7 @@ struct Srv {
   absl::Time paused_until = absl::InfinitePast();
   absl::Time back_at = absl::InfiniteFuture();  // Down: when it starts again, blank.
   absl::Time next_lease_check = absl::InfinitePast();
+  bool pause_after_push = false;  // Paused mid-push: once its step returns.
   // The exchange under way, as CoordinatorStub::Call makes it.
   struct Exchange {
     bool active = false;
@@ -260,6 +261,9 @@ class ClusterSim {
     counts_["push done (live copy to a spare)"] += int(c.pushes[1][0]);
   }
   void StepServer(Srv& sv);
+  // At each wait of `sv`'s push: the clients work meanwhile, and now and
+  // then the pusher is paused there (true: the push stops).
+  bool PushWaiting(Srv& sv);
   void TryCoordinator(Srv& sv);
   void OnAnswer(Srv& sv, uint64_t attempt, size_t coord, absl::Status s,
                 std::shared_ptr<proto::RegisterResponse> reg,
@@ -321,7 +325,9 @@ class ClusterSim {
   // A server impaired (lost or paused) and not yet whole again in its group.
   bool impaired_ = false;
   bool faults_on_ = true;
-  bool killing_ = false;                // A client is being killed: its callbacks run.
+  bool killing_ = false;
+  bool clients_run_ = false;  // Past forming: the clients open and work.                // A client
+                              // is being killed: its callbacks run.
   fabric::FaultOptions fabric_faults_;  // On the clients' fabrics.
 };
 
@@ -397,11 +403,28 @@ void ClusterSim::StartServer(Srv& sv) {
   sv.region = std::move(region).value();
   sv.core = std::make_unique<server::AgentCore>(
       server::AgentCore::Options{sv.id, "soft", 0, [] { return proto::RegionStats(); }, [] {},
-                                 /*push_threads=*/false},
+                                 /*push_threads=*/false,
+                                 [this, s = &sv] { return PushWaiting(*s); }},
       *sv.region);
   sv.ex = {};
   sv.back_at = absl::InfiniteFuture();
   Trace(absl::StrCat(sv.id, " starts blank, generation ", sv.region->generation()));
+}
+
+bool ClusterSim::PushWaiting(Srv& sv) {
+  if (!clients_run_) return false;
+  for (size_t i = 0; i < clients_.size() && error_.empty(); ++i) {
+    if (Chance(0.3)) StepClient(*clients_[i], int(i));
+  }
+  // A pusher stopped mid-push keeps its memory (a paused process): its
+  // group, whose one good copy it may hold, waits for it. Not while a
+  // client is paused (docs/RELIABILITY.md, "A paused server").
+  if (!faults_on_ || sv.pause_after_push || !Chance(1.0 / 20)) return false;
+  for (auto& cl : clients_) {
+    if (now_ < cl->paused_until) return false;
+  }
+  sv.pause_after_push = true;
+  return true;
 }
 
 void ClusterSim::StepServer(Srv& sv) {
@@ -766,7 +789,6 @@ void ClusterSim::DrawFaults() {
   // Nor while etcd is in trouble: with a copy lost and the other fenced
   // for want of a leader, the coordinator may not take the survivor back
   // (its group stays lost), which this run does not yet look for.
-  etcd_.set_faults(!impaired_);
   bool client_paused = false;
   for (auto& c : clients_) client_paused |= now_ < c->paused_until;
   if (!impaired_ && !client_paused && now_ >= etcd_.FaultsEnd() && Chance(1.0 / 600) && Healthy()) {
@@ -785,6 +807,22 @@ void ClusterSim::DrawFaults() {
       const absl::Duration d = Between(kLease / 2, kLease * 2);
       Count(d > kLease ? "server paused past its lease" : "server paused");
       Trace(absl::StrCat("FAULT ", sv.id, " paused for ", absl::FormatDuration(d)));
+      sv.paused_until = now_ + d;
+    }
+  }
+  // A second server paused, its memory kept, while a group reconfigures
+  // without the first: the group must wait for the copies it counts on,
+  // and take no other for one.
+  if (impaired_ && Chance(1.0 / 1500)) {
+    std::optional<proto::ClusterMap> map = NewestMap();
+    Srv& sv = *servers_[rng_() % servers_.size()];
+    if (map && map->groups_size() == 1 &&
+        map->groups(0).state() == proto::GROUP_STATE_RECONFIGURING && sv.region != nullptr &&
+        now_ >= sv.paused_until) {
+      const absl::Duration d = Between(kLease / 2, kLease * 2);
+      Count("second server paused while its group reconfigures");
+      Trace(absl::StrCat("FAULT ", sv.id, " paused for ", absl::FormatDuration(d),
+                         " while its group reconfigures"));
       sv.paused_until = now_ + d;
     }
   }
@@ -832,8 +870,7 @@ void ClusterSim::DrawFaults() {
       etcd_.Hold(int(ci), true);
     }
   }
-  // etcd, while no server is impaired.
-  if (impaired_) return;
+  // etcd.
   if (Chance(1.0 / 6000)) etcd_.ChangeLeader();
   if (Chance(1.0 / 8000)) etcd_.LoseQuorum(Between(absl::Milliseconds(100), kLease * 2));
   if (Chance(1.0 / 6000)) etcd_.Partition(int(ci), Between(absl::Milliseconds(50), kLease));
@@ -933,11 +970,20 @@ std::string ClusterSim::Run() {
     for (size_t i = 0; i < coords_.size() && error_.empty(); ++i) StepCoordinator(*coords_[i], i);
     for (auto& sv : servers_) {
       if (error_.empty()) StepServer(*sv);
+      if (sv->pause_after_push) {
+        sv->pause_after_push = false;
+        const absl::Duration d = Between(kLease / 2, kLease * 2);
+        Count("pusher paused mid-push");
+        Trace(absl::StrCat("FAULT ", sv->id, " paused mid-push for ", absl::FormatDuration(d)));
+        sv->paused_until = now_ + d;
+        impaired_ = true;
+      }
     }
     if (phase == Phase::kForming) {
       if (Chance(0.1) && Healthy()) {
         Trace("the group serves: load begins");
         phase = Phase::kLoad;
+        clients_run_ = true;
       }
       continue;
     }
@@ -1074,7 +1120,9 @@ TEST(ClusterSimulationTest, RealAgentsCoordinatorsAndClientsUnderFaults) {
           "coordinator paused past its lease", "etcd: etcd leader change", "etcd: etcd quorum lost",
           "partition", "partition one-way", "message dropped", "message delayed",
           "message duplicated", "clock fast", "clock slow", "client paused past its lease",
-          "client killed", "push done (live copy to a spare)", "client requests faulted (seeds)"}) {
+          "client killed", "pusher paused mid-push",
+          "second server paused while its group reconfigures", "push done (live copy to a spare)",
+          "client requests faulted (seeds)"}) {
       EXPECT_GT(counts[kind], 0) << "no seed had: " << kind;
     }
   }
