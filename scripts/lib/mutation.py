@@ -34,6 +34,12 @@ MUTATIONS = {
         '  if (replicas_ > 1 && registered_ && now >= FenceBy()) Fence("the lease could not be renewed");\n',
         "",
     ),
+    "cancelled-push-not-restarted": (
+        "server/kvserver/agent_core.cc",
+        "a push cancelled while it ran is taken for the order when the order comes back",
+        "if (push_ != nullptr && !push_->cancelled() && push_->Carries(wanted)) return;",
+        "if (push_ != nullptr && push_->Carries(wanted)) return;",
+    ),
     "retry-unknown-writes": (
         "client/cluster/retry_policy.cc",
         "the cluster client retries a write whose outcome is unknown",
