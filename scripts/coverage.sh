@@ -36,7 +36,7 @@ RKV_SIM_SEEDS="$seeds" build-cov/bin/cluster_simulation_test >build-cov/simulati
 echo "cluster_simulation_test, $seeds seeds: lines run"
 python3 scripts/lib/coverage_report.py build-cov . $min \
   server/kvserver/agent_core.cc \
-  server/kvcoord/coordinator_service.cc \
+  server/kvcoord/coordinator.cc \
   server/kvcoord/replica_groups.cc \
   server/kvcoord/etcd_state_store.cc \
   client/cluster/cluster_client.cc \

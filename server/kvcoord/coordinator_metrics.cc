@@ -32,7 +32,7 @@ void CountByState(PrometheusText& m, absl::string_view name, absl::string_view h
 
 }  // namespace
 
-std::string RenderCoordinatorMetrics(const CoordinatorService::Snapshot& snap) {
+std::string RenderCoordinatorMetrics(const Coordinator::Snapshot& snap) {
   PrometheusText m;
   m.Single("rkv_coordinator_leading", "gauge",
            "1 while this kvcoord leads (renews leases and orders reconfigurations).",

@@ -6,11 +6,11 @@
 
 #include <string>
 
-#include "server/kvcoord/coordinator_service.h"
+#include "server/kvcoord/coordinator.h"
 
 namespace rkv::server {
 
-std::string RenderCoordinatorMetrics(const CoordinatorService::Snapshot& snapshot);
+std::string RenderCoordinatorMetrics(const Coordinator::Snapshot& snapshot);
 
 }  // namespace rkv::server
 

@@ -147,7 +147,8 @@ int main(int argc, char** argv) {
   if (!token.ok()) return Fail(2, token.status());
   if (absl::Status s = CheckFlags(); !s.ok()) return Fail(2, s);
   const absl::Duration lease = absl::Milliseconds(absl::GetFlag(FLAGS_lease_ms));
-  rkv::server::CoordinatorService service({*token, lease, absl::GetFlag(FLAGS_replicas)});
+  rkv::server::Coordinator coordinator({lease, absl::GetFlag(FLAGS_replicas)});
+  rkv::server::CoordinatorService service(coordinator, *token);
   grpc::ServerBuilder builder;
   int port = 0;
   const std::string listen = absl::GetFlag(FLAGS_listen);
@@ -170,7 +171,9 @@ int main(int argc, char** argv) {
   const std::string id = absl::GetFlag(FLAGS_id).empty() ? address : absl::GetFlag(FLAGS_id);
   auto store = MakeStore(id, address, lease);
   if (!store.ok()) return Fail(2, store.status());
-  if (absl::Status s = service.Start(id, address, *std::move(store)); !s.ok()) return Fail(1, s);
+  if (absl::Status s = coordinator.Start(id, address, *std::move(store)); !s.ok()) {
+    return Fail(1, s);
+  }
   if (!absl::GetFlag(FLAGS_port_file).empty()) {
     std::ofstream(absl::GetFlag(FLAGS_port_file)) << port << "\n";
   }
@@ -180,8 +183,8 @@ int main(int argc, char** argv) {
                 << (token->empty() ? ", NO cluster token (anyone may register)" : "");
   std::unique_ptr<rkv::MetricsEndpoint> metrics;
   if (const std::string at = absl::GetFlag(FLAGS_metrics_listen); !at.empty()) {
-    auto started = rkv::MetricsEndpoint::Start(at, [&service] {
-      return rkv::server::RenderCoordinatorMetrics(service.MetricsSnapshot());
+    auto started = rkv::MetricsEndpoint::Start(at, [&coordinator] {
+      return rkv::server::RenderCoordinatorMetrics(coordinator.MetricsSnapshot());
     });
     if (!started.ok()) return Fail(1, started.status());
     metrics = std::move(started).value();
@@ -190,10 +193,10 @@ int main(int argc, char** argv) {
   std::signal(SIGINT, [](int) { g_stop = 1; });
   std::signal(SIGTERM, [](int) { g_stop = 1; });
   absl::Status status;
-  while (!g_stop && (status = service.status()).ok()) absl::SleepFor(absl::Milliseconds(50));
+  while (!g_stop && (status = coordinator.status()).ok()) absl::SleepFor(absl::Milliseconds(50));
   RKV_LOG(INFO) << "kvcoord stopping";
   metrics.reset();
-  service.Stop();
+  coordinator.Stop();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   return status.ok() ? 0 : Fail(2, status);
 }

@@ -1,5 +1,5 @@
 // A kvserver's membership decisions (server/kvserver/agent_core.h) against
-// the real coordinator (server/kvcoord/coordinator_service.h), in one
+// the real coordinator (server/kvcoord/coordinator.h), in one
 // thread, on one clock moved by hand: the exchanges kvserver's agent makes
 // over gRPC are made here by calling the coordinator's handlers, and a
 // server cut off from the coordinator is one whose exchanges get no
@@ -16,7 +16,7 @@
 #include "common/fabric/sim/sim_network.h"
 #include "gtest/gtest.h"
 #include "proto/coordinator_stub.h"
-#include "server/kvcoord/coordinator_service.h"
+#include "server/kvcoord/coordinator.h"
 #include "server/kvcoord/file_state_store.h"
 #include "server/kvserver/region_server.h"
 #include "tests/client/region/manual_clock.h"
@@ -42,7 +42,7 @@ class AgentCoreTest : public ::testing::Test {
     o.clock = clock_.fn();
     o.lease_thread = false;
     o.simulated_fabric = true;
-    coord_ = std::make_unique<server::CoordinatorService>(o);
+    coord_ = std::make_unique<server::Coordinator>(o);
     ASSERT_TRUE(coord_->Start("c1", "c1", std::make_unique<server::FileStateStore>("")).ok());
   }
 
@@ -77,17 +77,13 @@ class AgentCoreTest : public ::testing::Test {
     const server::AgentRequest r = n.core->Next(clock_.now());
     const bool cut = cut_off_.contains(id);
     const absl::Status unreachable = absl::UnavailableError("coordinator c1: unreachable");
-    grpc::ServerContext ctx;
     if (r.kind == server::AgentRequest::Kind::kRegister) {
       proto::RegisterResponse resp;
-      const absl::Status s =
-          cut ? unreachable
-              : FromGrpc(coord_->Register(&ctx, &r.registration, &resp), "coordinator c1");
+      const absl::Status s = cut ? unreachable : coord_->Register(r.registration, &resp);
       return n.core->OnRegistered(clock_.now(), "c1", s, resp);
     }
     proto::HeartbeatResponse resp;
-    absl::Status s = cut ? unreachable
-                         : FromGrpc(coord_->Heartbeat(&ctx, &r.heartbeat, &resp), "coordinator c1");
+    absl::Status s = cut ? unreachable : coord_->Heartbeat(r.heartbeat, &resp);
     const bool stale = s.ok() && n.core->Stale(resp.term());
     if (stale) s = absl::UnavailableError("a deposed coordinator's term");
     return n.core->OnHeartbeat(clock_.now(), "c1", s, stale, resp);
@@ -112,10 +108,8 @@ class AgentCoreTest : public ::testing::Test {
   }
 
   proto::ClusterMap Map() {
-    grpc::ServerContext ctx;
-    proto::GetClusterMapRequest req;
     proto::ClusterMap map;
-    EXPECT_TRUE(coord_->GetClusterMap(&ctx, &req, &map).ok());
+    EXPECT_TRUE(coord_->GetClusterMap(&map).ok());
     return map;
   }
   proto::ServerState StateOf(const std::string& id) {
@@ -133,7 +127,7 @@ class AgentCoreTest : public ::testing::Test {
 
   ManualClock clock_;
   std::shared_ptr<fabric::SimNetwork> net_ = std::make_shared<fabric::SimNetwork>(1);
-  std::unique_ptr<server::CoordinatorService> coord_;
+  std::unique_ptr<server::Coordinator> coord_;
   std::map<std::string, Node> nodes_;
   std::set<std::string> cut_off_;
 };
@@ -238,8 +232,7 @@ TEST_F(AgentCoreTest, GenerationsOnlyGrowForAServerId) {
   *late.mutable_region() = before.region();
   late.mutable_region()->set_generation(registered - 1);
   proto::RegisterResponse answer;
-  grpc::ServerContext ctx;
-  ASSERT_TRUE(coord_->Register(&ctx, &late, &answer).ok());
+  ASSERT_TRUE(coord_->Register(late, &answer).ok());
   EXPECT_EQ(answer.fence_above(), registered);
   EXPECT_EQ(s1().region().generation(), registered);
   EXPECT_EQ(s1().lineage(), before.lineage());
@@ -267,10 +260,8 @@ TEST_F(AgentCoreTest, AnswersOfADeposedCoordinatorAreIgnored) {
   ASSERT_TRUE(RunFor(20 * kLease, [this] { return GroupServes(); }));
   server::AgentCore& core = *nodes_.at("s1").core;
   // The term the coordinator leads under now, as it answered.
-  grpc::ServerContext ctx;
-  proto::DescribeRequest req;
   proto::CoordinatorStatus status;
-  ASSERT_TRUE(coord_->Describe(&ctx, &req, &status).ok());
+  ASSERT_TRUE(coord_->Describe(&status).ok());
   ASSERT_GE(status.term(), 1u);
   EXPECT_FALSE(core.Stale(status.term()));
   EXPECT_FALSE(core.Stale(status.term() + 1));  // A newer leader is followed.
