@@ -22,10 +22,10 @@ MUTATIONS = {
         "if (!leading_) {",
     ),
     "orders-after-a-refused-change": (
-        "server/kvcoord/coordinator_service.cc",
+        "server/kvcoord/coordinator.cc",
         "the push is ordered although etcd refused the change that hands it to the pusher",
-        "    if (!CommitLocked(std::move(before))) return grpc::Status::OK;\n    views = ViewsLocked();",
-        "    if (!CommitLocked(std::move(before))) groups_.BeginPush(req->id(), views);\n"
+        "    if (!CommitLocked(std::move(before))) return absl::OkStatus();\n    views = ViewsLocked();",
+        "    if (!CommitLocked(std::move(before))) groups_.BeginPush(req.id(), views);\n"
         "    views = ViewsLocked();",
     ),
     "no-self-fence": (
