@@ -24,20 +24,15 @@ absl::Status Serves(const Group& g) {
     return absl::UnavailableError(
         absl::StrCat("server ", g.info.id(), ", which holds this key, is down"));
   }
-  const std::string members = absl::StrJoin(g.info.members(), ",");
-  switch (g.info.state()) {
-    case proto::GROUP_STATE_SERVING:
-      if (g.members.size() == static_cast<size_t>(g.info.members_size())) return absl::OkStatus();
-      break;
-    case proto::GROUP_STATE_RECONFIGURING:
-      return absl::UnavailableError(absl::StrCat(
-          "group ", g.info.id(), ", which holds this key, is reconfiguring (copies on ", members,
-          " being made to agree); try again shortly"));
-    default:
-      break;
+  // (A reconfiguring group's operations wait for it, and are not judged
+  // here: ClusterClient::Dispatch.)
+  if (g.info.state() == proto::GROUP_STATE_SERVING &&
+      g.members.size() == static_cast<size_t>(g.info.members_size())) {
+    return absl::OkStatus();
   }
-  return absl::UnavailableError(absl::StrCat(
-      "group ", g.info.id(), ", which holds this key, has no copy up (servers ", members, ")"));
+  return absl::UnavailableError(absl::StrCat("group ", g.info.id(),
+                                             ", which holds this key, has no copy up (servers ",
+                                             absl::StrJoin(g.info.members(), ","), ")"));
 }
 
 absl::Status StillReconfiguring(absl::string_view group_id, absl::Duration lease) {

@@ -25,7 +25,8 @@ namespace rkv::client_internal {
 bool MayRetry(const ClusterOp& op, const absl::Status& failure);
 
 // Why `g`'s keys cannot be served now, so that their operations fail at
-// once; OK when they can.
+// once; OK when they can. Not for a reconfiguring group, whose operations
+// wait for it.
 absl::Status Serves(const Group& g);
 
 // How long an operation waits for its group to finish reconfiguring, with

@@ -430,8 +430,12 @@ Coordinator::Snapshot Coordinator::MetricsSnapshot() const {
 absl::StatusOr<std::optional<proto::ClusterMap>> Coordinator::NextMap(uint64_t after_epoch,
                                                                       absl::Duration wait) {
   std::unique_lock<std::mutex> lock(mu_);
-  changed_.wait_for(lock, absl::ToChronoMilliseconds(wait),
-                    [&] { return stopping_ || (loaded_ && epoch_ > after_epoch); });
+  const auto ready = [&] { return stopping_ || (loaded_ && epoch_ > after_epoch); };
+  // Not even a wait of no time when it need not wait: the simulation asks
+  // without waiting, and often.
+  if (!ready() && wait > absl::ZeroDuration()) {
+    changed_.wait_for(lock, absl::ToChronoMilliseconds(wait), ready);
+  }
   if (stopping_) return absl::UnavailableError("coordinator stopping");
   // Cut off from the state: the client follows another coordinator.
   if (store_ != nullptr && !store_->Current()) {

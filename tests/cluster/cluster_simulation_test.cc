@@ -162,7 +162,8 @@ struct SimClient {
   std::shared_ptr<SimMaps> maps;
   StepExecutor* executor = nullptr;  // The client's.
   std::unique_ptr<Client> client;
-  size_t watching = 0;  // The coordinator whose map pushes it follows.
+  size_t watching = 0;    // The coordinator whose map pushes it follows.
+  uint64_t streamed = 0;  // The epoch its stream last sent (0: a new stream).
   int issued = 0;
   int outstanding = 0;
   absl::Time next_issue = absl::InfinitePast();
@@ -286,6 +287,10 @@ class ClusterSim {
   // The group serves with every copy up on the memory the map names and
   // no change under way: one copy may go.
   bool Healthy();
+  // Once healed, what kvctl shows of the coordinators: one leads, with the
+  // newest map, and every other that is ready names it. Empty when so;
+  // otherwise what is not.
+  std::string CoordinatorsAgree();
   void DrawFaults();
   void HealAll();
 
@@ -614,6 +619,7 @@ absl::StatusOr<proto::ClusterMap> ClusterSim::FetchFor(int ci) {
     if (!Running(c) || Cut(cl.id, c.id) || Cut(c.id, cl.id)) continue;
     proto::ClusterMap map;
     if (!c.core->GetClusterMap(&map).ok()) continue;
+    if (cl.watching != i) cl.streamed = 0;
     cl.watching = i;
     Trace(absl::StrCat(cl.id, " fetched map epoch ", map.epoch(), " from ", c.id));
     return map;
@@ -720,16 +726,20 @@ void ClusterSim::StepClient(SimClient& cl, int i) {
     if (Chance(0.05)) OpenClient(cl, i);
     return;
   }
-  // The watch stream: the map of the coordinator it follows, now and then.
+  // The watch stream (WatchClusterMap): the newer maps of the coordinator
+  // it follows, now and then.
   if (Chance(0.05)) {
     Coord& c = *coords_[cl.watching];
-    proto::ClusterMap map;
-    if (Running(c) && !Cut(c.id, cl.id) && c.core->GetClusterMap(&map).ok()) {
-      cl.maps->Push(map);
-    } else {
+    absl::StatusOr<std::optional<proto::ClusterMap>> next = absl::UnavailableError("unreachable");
+    if (Running(c) && !Cut(c.id, cl.id)) next = c.core->NextMap(cl.streamed, absl::ZeroDuration());
+    if (next.ok() && next->has_value()) {
+      cl.streamed = (*next)->epoch();
+      cl.maps->Push(**next);
+    } else if (!next.ok() || cl.streamed == 0) {
       // The stream broke, or the coordinator has no map yet (just
       // started): on to the next, as CoordinatorMapSource does.
       cl.watching = (cl.watching + 1) % coords_.size();
+      cl.streamed = 0;
     }
   }
   if (Chance(0.5)) cl.executor->RunQueued();
@@ -750,6 +760,35 @@ std::optional<proto::ClusterMap> ClusterSim::NewestMap() {
     if (!best || map.epoch() > best->epoch()) best = map;
   }
   return best;
+}
+
+std::string ClusterSim::CoordinatorsAgree() {
+  std::vector<std::pair<Coord*, proto::CoordinatorStatus>> described;
+  std::string leader;
+  for (auto& c : coords_) {
+    proto::CoordinatorStatus st;
+    if (absl::Status s = c->core->Describe(&st); !s.ok()) {
+      return absl::StrCat(c->id, " does not describe itself: ", s.ToString());
+    }
+    if (st.leading()) {
+      if (!leader.empty()) return absl::StrCat(leader, " and ", st.id(), " both lead");
+      leader = st.id();
+      const server::Coordinator::Snapshot m = c->core->MetricsSnapshot();
+      const std::optional<proto::ClusterMap> newest = NewestMap();
+      if (!m.leading || !newest || m.map.epoch() != newest->epoch()) {
+        return absl::StrCat("the leader ", st.id(), "'s metrics: leading ", m.leading, ", epoch ",
+                            m.map.epoch(), " of ", newest ? newest->epoch() : 0);
+      }
+    }
+    described.emplace_back(c.get(), st);
+  }
+  if (leader.empty()) return "no coordinator leads";
+  for (const auto& [c, st] : described) {
+    if (st.ready() && st.leader_address() != leader) {
+      return absl::StrCat(c->id, " names ", st.leader_address(), " as the leader, not ", leader);
+    }
+  }
+  return "";
 }
 
 bool ClusterSim::Healthy() {
@@ -854,6 +893,7 @@ void ClusterSim::DrawFaults() {
       killing_ = false;
       cl.executor = nullptr;
       cl.maps = std::make_shared<SimMaps>(*this, k);  // A new process knows no map.
+      cl.streamed = 0;
       cl.back_at = now_ + Between(absl::Milliseconds(10), absl::Seconds(1));
     }
   }
@@ -961,9 +1001,16 @@ std::string ClusterSim::Run() {
   // Load under faults, then faults healed; then every key read once the
   // group serves whole again.
   // The cluster forms first (clients open on a cluster that serves).
-  enum class Phase { kForming, kLoad, kHealing, kFinalReads, kDone } phase = Phase::kForming;
+  enum class Phase {
+    kForming,
+    kLoad,
+    kHealing,
+    kFinalReads,
+    kCoordinators,
+    kDone
+  } phase = Phase::kForming;
   const absl::Time limit = now_ + absl::Seconds(120);
-  absl::Time healed_at;
+  absl::Time healed_at, read_at;
   while (error_.empty() && phase != Phase::kDone) {
     if (now_ > limit) {
       Fail("the run did not end in 120 s of simulated time");
@@ -1011,7 +1058,8 @@ std::string ClusterSim::Run() {
       SimClient& cl = *clients_[0];
       if (cl.client != nullptr && cl.outstanding == 0 && now_ >= cl.next_issue) {
         if (unread_.empty()) {
-          phase = Phase::kDone;
+          phase = Phase::kCoordinators;
+          read_at = now_;
           continue;
         }
         if (now_ > healed_at + absl::Seconds(30)) {
@@ -1037,6 +1085,13 @@ std::string ClusterSim::Run() {
           rec_.Respond(id, lin::OutcomeOf(v.status()), v.ok() ? *v : "");
           c->outstanding--;
         });
+      }
+    } else if (phase == Phase::kCoordinators) {
+      const std::string why = CoordinatorsAgree();
+      if (why.empty()) {
+        phase = Phase::kDone;
+      } else if (now_ > read_at + kLease * 4) {
+        Fail(absl::StrCat("a lease after the final reads, ", why));
       }
     } else if (phase == Phase::kHealing && now_ > healed_at + absl::Seconds(30)) {
       Fail("the group did not serve whole again 30 s after the faults healed");
