@@ -4,20 +4,23 @@
 # run over some seeds, then the share of lines it ran in the agent's core, the
 # coordinator's, the etcd store's and the cluster client's files.
 #
-#   scripts/coverage.sh [--seeds=N] [--min=PERCENT]
+#   scripts/coverage.sh [--seeds=N] [--min=PERCENT] [--missed]
 #
 # --seeds: seeds to run (default 200; the coverage build runs unoptimized).
 # --min: fail when a file is below this share (default: report only).
+# --missed: name the lines not run.
 # The build lands in build-cov/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 seeds=200
 min=""
+missed=""
 for arg in "$@"; do
   case "$arg" in
     --seeds=*) seeds="${arg#--seeds=}" ;;
     --min=*) min="--min=${arg#--min=}" ;;
+    --missed) missed="--missed" ;;
     -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "coverage.sh: unknown argument '$arg' (try --help)" >&2; exit 2 ;;
   esac
@@ -34,7 +37,7 @@ RKV_SIM_SEEDS="$seeds" build-cov/bin/cluster_simulation_test >build-cov/simulati
   { tail -n 30 build-cov/simulation.log >&2; echo "coverage.sh: the simulation failed" >&2; exit 1; }
 
 echo "cluster_simulation_test, $seeds seeds: lines run"
-python3 scripts/lib/coverage_report.py build-cov . $min \
+python3 scripts/lib/coverage_report.py build-cov . $min $missed \
   server/kvserver/agent_core.cc \
   server/kvcoord/coordinator.cc \
   server/kvcoord/replica_groups.cc \
