@@ -793,19 +793,21 @@ std::string ClusterSim::CoordinatorsAgree() {
 
 bool ClusterSim::Healthy() {
   std::optional<proto::ClusterMap> map = NewestMap();
-  if (!map || map->groups_size() != 1) return false;
-  const proto::ReplicaGroup& g = map->groups(0);
-  if (g.state() != proto::GROUP_STATE_SERVING || uint32_t(g.members_size()) != s_.replicas ||
-      g.generations_size() != g.members_size()) {
-    return false;
-  }
-  for (int m = 0; m < g.members_size(); ++m) {
-    bool whole = false;
-    for (auto& sv : servers_) {
-      whole |= sv->id == g.members(m) && sv->region != nullptr && now_ >= sv->paused_until &&
-               sv->region->generation() == g.generations(m);
+  // One copy: a group per server; more: one group, and a spare.
+  if (!map || map->groups_size() != (s_.replicas == 1 ? s_.servers : 1)) return false;
+  for (const proto::ReplicaGroup& g : map->groups()) {
+    if (g.state() != proto::GROUP_STATE_SERVING || uint32_t(g.members_size()) != s_.replicas ||
+        g.generations_size() != g.members_size()) {
+      return false;
     }
-    if (!whole) return false;
+    for (int m = 0; m < g.members_size(); ++m) {
+      bool whole = false;
+      for (auto& sv : servers_) {
+        whole |= sv->id == g.members(m) && sv->region != nullptr && now_ >= sv->paused_until &&
+                 sv->region->generation() == g.generations(m);
+      }
+      if (!whole) return false;
+    }
   }
   for (auto& sv : servers_) {
     if (sv->region == nullptr || now_ < sv->paused_until || !sv->core->registered()) return false;
@@ -823,7 +825,8 @@ void ClusterSim::DrawFaults() {
   if (!impaired_ && !client_paused && Chance(1.0 / 600) && Healthy()) {
     Srv& sv = *servers_[rng_() % servers_.size()];
     impaired_ = true;
-    if (Chance(0.5)) {
+    // One copy: a server's memory is its keys' only copy, and only paused.
+    if (s_.replicas > 1 && Chance(0.5)) {
       if (Chance(1.0 / 3)) {
         // Stopped (kvserver's SIGTERM): it tells the coordinators it
         // leaves, as CoordinatorStub::Call tries each, and its memory goes.
@@ -1142,8 +1145,10 @@ TEST(ClusterSimulationTest, RealAgentsCoordinatorsAndClientsUnderFaults) {
   int ops = 0, failed = 0, inconclusive = 0;
   for (uint64_t seed = first; seed < first + seeds; ++seed) {
     Scenario s;
-    s.replicas = 2 + seed % 2;
-    s.servers = int(s.replicas) + 1;
+    // A fifth of the seeds keep one copy (two servers, a group each); the
+    // others two or three, on one server more (a spare).
+    s.replicas = seed % 5 == 0 ? 1 : 2 + seed % 2;
+    s.servers = s.replicas == 1 ? 2 : int(s.replicas) + 1;
     s.coordinators = 2 + int(seed / 2 % 2);
     s.clients = 2 + int(seed / 4 % 2);
     s.mix.keys = 1 + int(seed / 8 % 3);
