@@ -287,6 +287,9 @@ class ClusterSim {
   // The group serves with every copy up on the memory the map names and
   // no change under way: one copy may go.
   bool Healthy();
+  // Every running coordinator serves a map with all the groups there
+  // will be.
+  bool EveryMapWhole();
   // Once healed, what kvctl shows of the coordinators: one leads, with the
   // newest map, and every other that is ready names it. Empty when so;
   // otherwise what is not.
@@ -791,6 +794,18 @@ std::string ClusterSim::CoordinatorsAgree() {
   return "";
 }
 
+bool ClusterSim::EveryMapWhole() {
+  for (auto& c : coords_) {
+    proto::ClusterMap map;
+    if (c->core == nullptr) continue;
+    if (!c->core->GetClusterMap(&map).ok() ||
+        map.groups_size() != (s_.replicas == 1 ? s_.servers : 1)) {
+      return false;
+    }
+  }
+  return true;
+}
+
 bool ClusterSim::Healthy() {
   std::optional<proto::ClusterMap> map = NewestMap();
   // One copy: a group per server; more: one group, and a spare.
@@ -1036,8 +1051,12 @@ std::string ClusterSim::Run() {
       }
     }
     if (phase == Phase::kForming) {
-      if (Chance(0.1) && Healthy()) {
-        Trace("the group serves: load begins");
+      // The load begins once every coordinator's map shows every group: a
+      // client that opened on a map with fewer would place keys on those,
+      // and the cluster's growth would then route them elsewhere. Nothing
+      // moves keys between groups yet (the store does not grow online).
+      if (Chance(0.1) && Healthy() && EveryMapWhole()) {
+        Trace("the groups serve: load begins");
         phase = Phase::kLoad;
         clients_run_ = true;
       }
