@@ -112,7 +112,8 @@ struct Srv {
   absl::Time paused_until = absl::InfinitePast();
   absl::Time back_at = absl::InfiniteFuture();  // Down: when it starts again, blank.
   absl::Time next_lease_check = absl::InfinitePast();
-  bool pause_after_push = false;  // Paused mid-push: once its step returns.
+  // Stopped mid-push, once its step returns: paused, or lost with its memory.
+  enum class MidPush { kNone, kPause, kLose } mid_push = MidPush::kNone;
   // The exchange under way, as CoordinatorStub::Call makes it.
   struct Exchange {
     bool active = false;
@@ -287,6 +288,8 @@ class ClusterSim {
   // The group serves with every copy up on the memory the map names and
   // no change under way: one copy may go.
   bool Healthy();
+  // `sv`'s process and memory go; it starts again blank later.
+  void Lose(Srv& sv);
   // Every running coordinator serves a map with all the groups there
   // will be.
   bool EveryMapWhole();
@@ -424,14 +427,26 @@ bool ClusterSim::PushWaiting(Srv& sv) {
   for (size_t i = 0; i < clients_.size() && error_.empty(); ++i) {
     if (Chance(0.3)) StepClient(*clients_[i], int(i));
   }
-  // A pusher stopped mid-push keeps its memory (a paused process): its
-  // group, whose one good copy it may hold, waits for it. Not while a
-  // client is paused (docs/RELIABILITY.md, "A paused server").
-  if (!faults_on_ || sv.pause_after_push || !Chance(1.0 / 20)) return false;
+  // The pusher stopped mid-push, its targets half written. Pushing a
+  // reconfiguration, it may hold the group's one good copy: it is paused,
+  // and the group waits for it (not while a client is paused:
+  // docs/RELIABILITY.md, "A paused server"). Copying live, it serves: it
+  // is lost with its memory, while another member holds the group's copy
+  // (paused, the NIC would serve its memory to clients that have not yet
+  // heard the group moved on: the same page).
+  if (!faults_on_ || sv.mid_push != Srv::MidPush::kNone || !Chance(1.0 / 20)) return false;
+  const std::optional<proto::ClusterMap> map = NewestMap();
+  if (!map || map->groups_size() != 1) return false;
+  const proto::ReplicaGroup& g = map->groups(0);
+  if (g.state() == proto::GROUP_STATE_SERVING) {
+    if (g.members_size() < 2) return false;
+    sv.mid_push = Srv::MidPush::kLose;
+    return true;
+  }
   for (auto& cl : clients_) {
     if (now_ < cl->paused_until) return false;
   }
-  sv.pause_after_push = true;
+  sv.mid_push = Srv::MidPush::kPause;
   return true;
 }
 
@@ -692,6 +707,10 @@ void ClusterSim::Issue(SimClient& cl, int i) {
       if (id >= void_.size()) void_.resize(id + 1);
       void_[id] = true;
     }
+    if (outcome != lin::Outcome::kUnknown) {
+      Trace(absl::StrCat(c->id, " op ", id, " done: ", st.ok() ? "OK" : st.ToString(),
+                         v.empty() ? "" : " ", v.substr(0, 12)));
+    }
     rec_.Respond(id, outcome, std::move(v));
     c->outstanding--;
     if (outcome == lin::Outcome::kUnknown) {
@@ -706,6 +725,9 @@ void ClusterSim::Issue(SimClient& cl, int i) {
                                            lin::OpKind::kInsert, lin::OpKind::kDelete};
   const size_t id = rec_.Invoke(kKinds[kind], key, kind == 1 || kind == 2 ? value : "", i);
   if (id >= calls_.size()) calls_.resize(id + 1);
+  static constexpr const char* kNames[] = {"get", "put", "insert", "delete"};
+  Trace(absl::StrCat(cl.id, " op ", id, ": ", kNames[kind], " ", key,
+                     kind == 1 || kind == 2 ? " " + value.substr(0, 12) : ""));
   switch (kind) {
     case 0:
       cl.client->GetAsync(key, [respond, id](absl::StatusOr<std::string> v) {
@@ -830,6 +852,15 @@ bool ClusterSim::Healthy() {
   return true;
 }
 
+void ClusterSim::Lose(Srv& sv) {
+  last_generation_ = std::max(last_generation_, sv.region->generation());
+  NotePushes(sv);
+  sv.core.reset();
+  sv.region.reset();
+  sv.fabric.reset();
+  sv.back_at = now_ + Between(kLease / 2, kLease * 3);
+}
+
 void ClusterSim::DrawFaults() {
   // Servers: one impaired at a time, and only while the group holds every
   // acknowledged write on each copy; losing every copy is not a bug.
@@ -860,12 +891,7 @@ void ClusterSim::DrawFaults() {
         Count("server lost with its memory");
         Trace("FAULT " + sv.id + " lost with its memory");
       }
-      last_generation_ = std::max(last_generation_, sv.region->generation());
-      NotePushes(sv);
-      sv.core.reset();
-      sv.region.reset();
-      sv.fabric.reset();
-      sv.back_at = now_ + Between(kLease / 2, kLease * 3);
+      Lose(sv);
     } else {
       const absl::Duration d = Between(kLease / 2, kLease * 2);
       Count(d > kLease ? "server paused past its lease" : "server paused");
@@ -1041,14 +1067,19 @@ std::string ClusterSim::Run() {
     for (size_t i = 0; i < coords_.size() && error_.empty(); ++i) StepCoordinator(*coords_[i], i);
     for (auto& sv : servers_) {
       if (error_.empty()) StepServer(*sv);
-      if (sv->pause_after_push) {
-        sv->pause_after_push = false;
+      if (sv->mid_push == Srv::MidPush::kPause) {
         const absl::Duration d = Between(kLease / 2, kLease * 2);
         Count("pusher paused mid-push");
         Trace(absl::StrCat("FAULT ", sv->id, " paused mid-push for ", absl::FormatDuration(d)));
         sv->paused_until = now_ + d;
         impaired_ = true;
+      } else if (sv->mid_push == Srv::MidPush::kLose) {
+        Count("pusher lost mid-copy with its memory");
+        Trace(absl::StrCat("FAULT ", sv->id, " lost mid-copy with its memory"));
+        Lose(*sv);
+        impaired_ = true;
       }
+      sv->mid_push = Srv::MidPush::kNone;
     }
     if (phase == Phase::kForming) {
       // The load begins once every coordinator's map shows every group: a
@@ -1217,6 +1248,7 @@ TEST(ClusterSimulationTest, RealAgentsCoordinatorsAndClientsUnderFaults) {
                              "client killed",
                              "server stopped",
                              "pusher paused mid-push",
+                             "pusher lost mid-copy with its memory",
                              "second server paused while its group reconfigures",
                              "push done (live copy to a spare)",
                              "client requests faulted (seeds)"}) {
