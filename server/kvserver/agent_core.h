@@ -61,9 +61,10 @@ class AgentCore {
     // not move).
     bool push_threads = true;
     // Without push threads: called at each wait of a push for its
-    // targets' completions, where the simulation lets its other nodes
-    // work during the push; true cancels the push there.
-    std::function<bool()> push_waiting;
+    // targets' completions (with whether it is a live copy), where the
+    // simulation lets its other nodes work during the push; true cancels
+    // the push there.
+    std::function<bool(bool live)> push_waiting;
   };
 
   AgentCore(Options options, RegionServer& region);

@@ -9,7 +9,7 @@
 namespace rkv::server {
 
 PushJob::PushJob(RegionServer& region, PushOrder order, uint64_t copy_rate, bool own_thread,
-                 std::function<bool()> while_waiting)
+                 std::function<bool(bool live)> while_waiting)
     : region_(region),
       order_(std::move(order)),
       key_(KeyOf(order_)),
@@ -76,7 +76,7 @@ absl::StatusOr<uint64_t> PushJob::SettleAndPush() {
   RegionServer::PushControl control{&copied_, &cancel_, order_.live ? copy_rate_ : 0};
   if (while_waiting_) {
     control.while_waiting = [this] {
-      if (while_waiting_()) cancel_ = true;
+      if (while_waiting_(order_.live)) cancel_ = true;
     };
   }
   uint64_t sent = 0;

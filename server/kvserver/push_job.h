@@ -60,9 +60,9 @@ class PushJob {
   // no cap). Without `own_thread`, carries it out before returning: the
   // deterministic simulation, whose fabric runs as its one thread waits.
   // `while_waiting`, if set, is called before each wait for the targets'
-  // completions; true cancels the push.
+  // completions, with order().live; true cancels the push.
   PushJob(RegionServer& region, PushOrder order, uint64_t copy_rate, bool own_thread = true,
-          std::function<bool()> while_waiting = {});
+          std::function<bool(bool live)> while_waiting = {});
   ~PushJob();
   PushJob(const PushJob&) = delete;
   PushJob& operator=(const PushJob&) = delete;
@@ -91,7 +91,7 @@ class PushJob {
   const std::string key_;
   const uint64_t copy_rate_;
   const uint64_t total_;
-  const std::function<bool()> while_waiting_;
+  const std::function<bool(bool live)> while_waiting_;
   std::atomic<uint64_t> copied_{0};
   std::atomic<bool> cancel_{false};
   std::atomic<bool> finished_{false};

@@ -112,8 +112,7 @@ struct Srv {
   absl::Time paused_until = absl::InfinitePast();
   absl::Time back_at = absl::InfiniteFuture();  // Down: when it starts again, blank.
   absl::Time next_lease_check = absl::InfinitePast();
-  // Stopped mid-push, once its step returns: paused, or lost with its memory.
-  enum class MidPush { kNone, kPause, kLose } mid_push = MidPush::kNone;
+  bool pause_after_push = false;  // Paused mid-push: once its step returns.
   // The exchange under way, as CoordinatorStub::Call makes it.
   struct Exchange {
     bool active = false;
@@ -265,7 +264,7 @@ class ClusterSim {
   void StepServer(Srv& sv);
   // At each wait of `sv`'s push: the clients work meanwhile, and now and
   // then the pusher is paused there (true: the push stops).
-  bool PushWaiting(Srv& sv);
+  bool PushWaiting(Srv& sv, bool live);
   void TryCoordinator(Srv& sv);
   void OnAnswer(Srv& sv, uint64_t attempt, size_t coord, absl::Status s,
                 std::shared_ptr<proto::RegisterResponse> reg,
@@ -415,38 +414,29 @@ void ClusterSim::StartServer(Srv& sv) {
   sv.core = std::make_unique<server::AgentCore>(
       server::AgentCore::Options{sv.id, "soft", 0, [] { return proto::RegionStats(); }, [] {},
                                  /*push_threads=*/false,
-                                 [this, s = &sv] { return PushWaiting(*s); }},
+                                 [this, s = &sv](bool live) { return PushWaiting(*s, live); }},
       *sv.region);
   sv.ex = {};
   sv.back_at = absl::InfiniteFuture();
   Trace(absl::StrCat(sv.id, " starts blank, generation ", sv.region->generation()));
 }
 
-bool ClusterSim::PushWaiting(Srv& sv) {
+bool ClusterSim::PushWaiting(Srv& sv, bool live) {
   if (!clients_run_) return false;
   for (size_t i = 0; i < clients_.size() && error_.empty(); ++i) {
     if (Chance(0.3)) StepClient(*clients_[i], int(i));
   }
-  // The pusher stopped mid-push, its targets half written. Pushing a
-  // reconfiguration, it may hold the group's one good copy: it is paused,
-  // and the group waits for it (not while a client is paused:
-  // docs/RELIABILITY.md, "A paused server"). Copying live, it serves: it
-  // is lost with its memory, while another member holds the group's copy
-  // (paused, the NIC would serve its memory to clients that have not yet
-  // heard the group moved on: the same page).
-  if (!faults_on_ || sv.mid_push != Srv::MidPush::kNone || !Chance(1.0 / 20)) return false;
-  const std::optional<proto::ClusterMap> map = NewestMap();
-  if (!map || map->groups_size() != 1) return false;
-  const proto::ReplicaGroup& g = map->groups(0);
-  if (g.state() == proto::GROUP_STATE_SERVING) {
-    if (g.members_size() < 2) return false;
-    sv.mid_push = Srv::MidPush::kLose;
-    return true;
-  }
+  // The pusher of a reconfiguration is paused mid-push, its targets half
+  // written: it may hold the group's one good copy, and the group waits
+  // for it. Not a live copy's, which serves: paused, the fabric would
+  // serve its memory to clients that have not yet heard its group moved
+  // on, nor while a client is paused (docs/RELIABILITY.md, "A paused
+  // server").
+  if (live || !faults_on_ || sv.pause_after_push || !Chance(1.0 / 20)) return false;
   for (auto& cl : clients_) {
     if (now_ < cl->paused_until) return false;
   }
-  sv.mid_push = Srv::MidPush::kPause;
+  sv.pause_after_push = true;
   return true;
 }
 
@@ -1067,19 +1057,14 @@ std::string ClusterSim::Run() {
     for (size_t i = 0; i < coords_.size() && error_.empty(); ++i) StepCoordinator(*coords_[i], i);
     for (auto& sv : servers_) {
       if (error_.empty()) StepServer(*sv);
-      if (sv->mid_push == Srv::MidPush::kPause) {
+      if (sv->pause_after_push) {
+        sv->pause_after_push = false;
         const absl::Duration d = Between(kLease / 2, kLease * 2);
         Count("pusher paused mid-push");
         Trace(absl::StrCat("FAULT ", sv->id, " paused mid-push for ", absl::FormatDuration(d)));
         sv->paused_until = now_ + d;
         impaired_ = true;
-      } else if (sv->mid_push == Srv::MidPush::kLose) {
-        Count("pusher lost mid-copy with its memory");
-        Trace(absl::StrCat("FAULT ", sv->id, " lost mid-copy with its memory"));
-        Lose(*sv);
-        impaired_ = true;
       }
-      sv->mid_push = Srv::MidPush::kNone;
     }
     if (phase == Phase::kForming) {
       // The load begins once every coordinator's map shows every group: a
@@ -1248,7 +1233,6 @@ TEST(ClusterSimulationTest, RealAgentsCoordinatorsAndClientsUnderFaults) {
                              "client killed",
                              "server stopped",
                              "pusher paused mid-push",
-                             "pusher lost mid-copy with its memory",
                              "second server paused while its group reconfigures",
                              "push done (live copy to a spare)",
                              "client requests faulted (seeds)"}) {
