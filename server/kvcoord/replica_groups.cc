@@ -295,6 +295,20 @@ bool ReplicaGroups::PlaceSpares(const std::map<std::string, ServerView>& servers
   return changed;
 }
 
+void ReplicaGroups::Refuse(const proto::PushProgress& p, const std::vector<std::string>& targets,
+                           const std::map<std::string, ServerView>& servers) {
+  const ServerView* s = View(servers, p.failed_target());
+  if (s == nullptr) return;
+  // The registration the push was ordered to, not one made since (the
+  // target fenced on its own and registered again while the push went
+  // to the one before: that is why it failed, and the new one is good).
+  uint64_t generation = s->generation;
+  for (size_t i = 0; i < targets.size() && i < size_t(p.target_generations_size()); ++i) {
+    if (targets[i] == p.failed_target()) generation = p.target_generations(int(i));
+  }
+  refused_[p.failed_target()] = generation;
+}
+
 bool ReplicaGroups::OnLiveProgress(ReplicaGroup& g, const proto::PushProgress& p,
                                    const std::map<std::string, ServerView>& servers) {
   // Of a copy to the spares as they are registered now, or stale (a spare
@@ -312,9 +326,7 @@ bool ReplicaGroups::OnLiveProgress(ReplicaGroup& g, const proto::PushProgress& p
                      << p.error();
     // As for a push: a spare the primary cannot reach is no spare until it
     // registers anew. The others are taken again by PlaceSpares.
-    if (const ServerView* s = View(servers, p.failed_target()); s != nullptr) {
-      refused_[p.failed_target()] = s->generation;
-    }
+    Refuse(p, Ids(g.copying), servers);
     ClearCopying(g);
     return true;
   }
@@ -433,10 +445,11 @@ bool ReplicaGroups::OnProgress(const std::string& id, const proto::PushProgress&
                      << (p.failed_target().empty() ? "" : " without it");
     // A target the pusher cannot reach would fail every push: it is left
     // out, and taken again only once it registers anew.
-    std::vector<std::string> members, joining;
+    std::vector<std::string> members, joining, targets;
+    for (size_t i = 1; i < g->members.size(); ++i) targets.push_back(g->members[i].id);
     for (const Member& m : g->members) {
       if (m.id == p.failed_target() && m.id != id) {
-        if (const ServerView* s = View(servers, m.id)) refused_[m.id] = s->generation;
+        Refuse(p, targets, servers);
         continue;
       }
       members.push_back(m.id);

@@ -100,6 +100,10 @@ class ReplicaGroups {
   bool DropGoneSpares(ReplicaGroup& g, const std::map<std::string, ServerView>& servers);
   bool OnLiveProgress(ReplicaGroup& g, const proto::PushProgress& p,
                       const std::map<std::string, ServerView>& servers);
+  // Takes no group's spare `p.failed_target()` (one of the order's
+  // `targets`, in order) under the registration the push went to.
+  void Refuse(const proto::PushProgress& p, const std::vector<std::string>& targets,
+              const std::map<std::string, ServerView>& servers);
   bool UpdateReconfig(ReplicaGroup& g, const std::map<std::string, ServerView>& servers);
   bool UpdateLost(ReplicaGroup& g, const std::map<std::string, ServerView>& servers);
   bool UpdateSingle(const std::map<std::string, ServerView>& servers);
@@ -122,8 +126,8 @@ class ReplicaGroups {
 
   uint32_t replicas_;  // Fixed; not const only so that a state can be copied back.
   std::vector<ReplicaGroup> groups_;
-  // Servers a push could not reach, with the generation they had then: no
-  // group takes them as spares until they register anew.
+  // Servers a push could not reach, with the generation the push went to:
+  // no group takes them as spares until they register anew.
   std::map<std::string, uint64_t> refused_;
   uint64_t next_group_ = 1;
 };

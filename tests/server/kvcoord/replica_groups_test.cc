@@ -515,6 +515,29 @@ TEST(ReplicaGroupsTest, TargetThePusherCannotReachIsLeftOutUntilItRegistersAnew)
   EXPECT_THAT(Ids(c.Group("g1").copying), ElementsAre("s"));
 }
 
+// The push failed because the target registered anew under it (it fenced
+// on its own, say): the registration it went to is left out, not the new
+// one, which is copied in again at once.
+TEST(ReplicaGroupsTest, TargetRegisteredAnewDuringAFailedPushIsTakenAgain) {
+  Cluster c(2);
+  c.Join({"a", "b", "s"});
+  ASSERT_TRUE(c.CompleteReconfiguration("g1"));
+  c.Down("b");
+  ASSERT_TRUE(c.CompleteReconfiguration("g1"));
+  ASSERT_TRUE(c.CompleteLiveCopy("g1", {"s"}));
+  c.Fence("a");
+  c.Fence("s");
+  std::optional<proto::PushOrder> order = c.PushFor("a");
+  ASSERT_TRUE(order.has_value());
+  c.Fence("s");
+  proto::PushProgress failed = Failed(*order);
+  failed.set_failed_target("s");
+  EXPECT_TRUE(c.Report("a", failed));
+  EXPECT_THAT(Ids(c.Group("g1").members), ElementsAre("a"));
+  ASSERT_TRUE(c.CompleteReconfiguration("g1"));
+  EXPECT_THAT(Ids(c.Group("g1").copying), ElementsAre("s"));
+}
+
 TEST(ReplicaGroupsTest, StaleProgressReportChangesNothing) {
   Cluster c(2);
   c.Join({"a", "b"});
