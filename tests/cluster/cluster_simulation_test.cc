@@ -17,14 +17,17 @@
 // coordinators in turn as CoordinatorStub::Call does.
 //
 // Faults are drawn per seed: servers lost with their memory (and back
-// blank) or paused past their lease, a coordinator killed or paused, etcd
-// losing its leader or its quorum, partitions, messages delayed, dropped
-// and duplicated, clocks fast or slow, clients paused past their
-// session's lease, requests to the servers delayed, failed or their
-// connection broken (fabric::InjectFaults). Every seed's history is checked
-// for linearizability, every operation completes exactly once, and reads
-// of every key once the faults are over agree with the history (no
-// acknowledged write lost).
+// blank), stopped (they deregister) or paused past their lease, a second
+// paused while its group reconfigures, a reconfiguration's pusher paused
+// mid-push, a coordinator killed or paused, etcd losing its leader or its
+// quorum, partitions, messages delayed, dropped and duplicated, clocks
+// fast or slow, clients paused past their session's lease or killed,
+// requests to the servers delayed, failed or their connection broken
+// (fabric::InjectFaults). A fifth of the seeds keep one copy. Every seed's
+// history is checked for linearizability, every operation completes
+// exactly once, reads of every key once the faults are over agree with the
+// history (no acknowledged write lost), and the coordinators then agree on
+// one leader.
 //
 // RKV_SIM_SEEDS=N runs seeds 1..N; RKV_SIM_SEED=S reruns seed S alone.
 // A failing seed prints the command that reruns it and the end of its
